@@ -1,0 +1,50 @@
+# The README's commands. Every target is safe to re-run.
+SHELL := /bin/bash
+.SHELLFLAGS := -euo pipefail -c
+PYTHON ?= python3
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+STAMP := $(VENV)/.setup-stamp
+# Everything generated (embedded world, indexes, tiny models, runs) is cached here.
+export MR_SEARCH_CACHE ?= $(CURDIR)/.cache
+
+.PHONY: setup quickstart test serve bench eval compare lint clean
+
+setup: $(STAMP)
+
+# Re-installs only when pyproject.toml changes. torch==2.13.0 first: on the project's CPU
+# machines that exact version lies on local disk (an unpinned `torch` would pull a CUDA build).
+$(STAMP): pyproject.toml
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q "torch==2.13.0"
+	$(PIP) install -q -e ".[retrieval,eval,dev]"
+	bash scripts/setup_browser.sh
+	touch $(STAMP)
+
+quickstart: setup
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash train_grpo_step.sh
+
+test: setup
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m ruff check .
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q --timeout=900 tests
+
+serve: setup
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash retrieval_launch.sh
+
+bench: setup
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/run_benchmarks.sh
+
+eval: setup
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/eval_embedded.sh
+
+compare: setup
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/compare_embedded.sh
+
+lint: setup
+	$(PY) -m ruff check .
+	$(PY) -m ruff format --check .
+
+clean:
+	rm -rf .cache runs $(STAMP)
