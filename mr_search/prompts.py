@@ -1,0 +1,73 @@
+"""The fixed texts of a meta-episode: the first user turn, the reflection turn, the corrective turn, passages."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any, Final
+
+# Search-R1's tag protocol (METHOD.md §1) in the project's own words. The example answer is a
+# place-holder that no question of the embedded world has as its answer; scoring never reads the
+# prompt, only what the model wrote.
+QUESTION_TEMPLATE: Final = (
+    "Answer the given question. Think step by step inside <think> and </think> every time you get new "
+    "information. If you lack some knowledge, call the search engine with <search> query </search>; it "
+    "returns the top passages between <information> and </information>. You may search several times. "
+    "When no more knowledge is needed, give the final answer inside <answer> and </answer>, without "
+    "explanation, for example <answer> Paris </answer>.\nQuestion: {question}\n"
+)
+
+# The between-attempts user turn (METHOD.md §2). The paper does not tell the model whether its answer
+# was right; ``reflection_prompt(feedback=...)`` adds that (MAGE-style) only when asked.
+REFLECTION_PROMPT: Final = (
+    "Reflect on your previous attempt: check your reasoning, your searches and your answer. Then try "
+    "again: search more if needed and give an improved final answer inside <answer> and </answer>."
+)
+FEEDBACK_WRONG: Final = "Your previous answer was incorrect. "
+FEEDBACK_RIGHT: Final = "Your previous answer was correct. "
+
+# The corrective turn after a model turn with neither a search nor an answer (METHOD.md §1).
+INVALID_ACTION_MESSAGE: Final = (
+    "Invalid action: put a query between <search> and </search> or an answer between <answer> and </answer>."
+)
+
+SEARCH_FAILED_MESSAGE: Final = "Search failed: the retrieval service did not answer. Try again or answer."
+
+
+def question_prompt(question: str) -> str:
+    """Returns the first user turn for ``question`` (the dataset rows hold it already formatted)."""
+    question = question.strip()
+    if not question:
+        raise ValueError("question_prompt: the question is empty; every dataset row needs a question text")
+    if not question.endswith("?"):
+        question += "?"
+    return QUESTION_TEMPLATE.format(question=question)
+
+
+def reflection_prompt(feedback: bool | None = None, template: str = REFLECTION_PROMPT) -> str:
+    """Returns the reflection turn; ``feedback`` True/False prefixes the previous answer's correctness."""
+    if feedback is None:
+        return template
+    return (FEEDBACK_RIGHT if feedback else FEEDBACK_WRONG) + template
+
+
+def _split_contents(doc: Mapping[str, Any]) -> tuple[str, str]:
+    contents = str(doc.get("contents", ""))
+    title, _, text = contents.partition("\n")
+    if not text and "title" in doc:
+        return str(doc["title"]), contents
+    return title, text
+
+
+def format_passages(docs: Iterable[Mapping[str, Any]]) -> str:
+    """Formats retrieved documents Search-R1's way: one ``Doc i(Title: t) text`` line per passage.
+
+    Args:
+        docs: items of one query's ``/retrieve`` result: either ``{"document": {...}, "score": s}`` or
+            the document object itself, whose ``contents`` hold the title on the first line.
+    """
+    lines = []
+    for index, item in enumerate(docs, start=1):
+        doc = item.get("document", item) if isinstance(item, Mapping) else {}
+        title, text = _split_contents(doc)
+        lines.append(f"Doc {index}(Title: {title}) {text}")
+    return "\n".join(lines) + "\n" if lines else ""

@@ -1,0 +1,44 @@
+"""The tiny local policy: deterministic, chat template with ChatML boundaries, tags as single tokens."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from mr_search import prompts
+from mr_search.tiny_model import TinyModelConfig, ensure_tiny_model
+
+TEXTS = [prompts.question_prompt("Where was Aldo Venn born?"), prompts.REFLECTION_PROMPT] * 20
+SMALL = TinyModelConfig(vocab_size=600, hidden_size=32, intermediate_size=64, num_attention_heads=2)
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_build_is_deterministic(tmp_path: Path) -> None:
+    a = ensure_tiny_model(tmp_path / "a", texts=TEXTS, config=SMALL)
+    b = ensure_tiny_model(tmp_path / "b", texts=TEXTS, config=SMALL)
+    assert _digest(a) == _digest(b)
+
+
+def test_chat_template_and_tags(tmp_path: Path) -> None:
+    folder = ensure_tiny_model(tmp_path / "m", texts=TEXTS, config=SMALL)
+    tok = AutoTokenizer.from_pretrained(folder)
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
+    for tag in ("<search>", "</search>", "</answer>"):
+        assert len(tok.encode(tag, add_special_tokens=False)) == 1
+    ids = tok.encode("<search> Aldo Venn </search>", add_special_tokens=False)
+    assert tok.decode(ids) == "<search> Aldo Venn </search>"
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert model.config.vocab_size == len(tok)
+
+
+def test_invalid_config_names_the_problem() -> None:
+    with pytest.raises(ValueError, match="divisible"):
+        TinyModelConfig(hidden_size=30, num_attention_heads=4)
