@@ -26,7 +26,7 @@ from mr_search.reward import (
         ("U.S.A.", "usa"),
         ("Theatre", "theatre"),  # "the" inside a word stays
         ("Ångström Café", "ångström café"),  # unicode letters are kept, lowercased
-        ("Zoë’s “quote”", "zoë’s “quote”"),  # only ASCII punctuation is dropped (METHOD.md §3)
+        ("Zoë\u2019s \u201cquote\u201d", "zoë\u2019s \u201cquote\u201d"),  # only ASCII punctuation goes
         ("東京", "東京"),
         ("", ""),
     ],
