@@ -1,0 +1,1 @@
+"""The embedded default world (synthetic mini-wiki + questions); see ``world.py`` for its design."""
