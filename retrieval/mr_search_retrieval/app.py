@@ -1,0 +1,195 @@
+"""`create_app(config)`: the FastAPI app serving /retrieve, /health, /metrics (and /docs)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import time
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from pydantic import ValidationError
+
+from mr_search_retrieval.batcher import MicroBatcher, QueueFullError
+from mr_search_retrieval.config import LimitsConfig, ServerConfig
+from mr_search_retrieval.corpus import CorpusStore
+from mr_search_retrieval.metrics import Metrics
+from mr_search_retrieval.retriever import Searcher, load_searcher
+from mr_search_retrieval.schemas import ErrorResponse, HealthResponse, RetrieveRequest, RetrieveResponse
+
+logger = logging.getLogger(__name__)
+
+Loader = Callable[[ServerConfig], tuple[Searcher, CorpusStore]]
+
+
+class RequestError(ValueError):
+    """A request the server will not serve; `status` is the HTTP code to answer with."""
+
+    def __init__(self, message: str, status: int = 422) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def default_loader(config: ServerConfig) -> tuple[Searcher, CorpusStore]:
+    corpus = CorpusStore(config.corpus)
+    return load_searcher(config, corpus), corpus
+
+
+@dataclass
+class _State:
+    ready: bool = False
+    searcher: Searcher | None = None
+    corpus: CorpusStore | None = None
+    batcher: MicroBatcher | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    declared = request.headers.get("content-length")
+    if declared is not None and declared.isdigit() and int(declared) > limit:
+        raise RequestError(f"request body of {declared} bytes exceeds the limit max_body_bytes={limit}")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(f"request body exceeds the limit max_body_bytes={limit}")
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
+def parse_request(body: bytes, limits: LimitsConfig, default_topk: int) -> tuple[list[str], int, bool]:
+    """Validate a /retrieve body; every rejection names the field or limit that was broken."""
+    if not body.strip():
+        raise RequestError('empty request body; send JSON like {"queries": ["..."], "topk": 3}')
+    try:
+        payload = json.loads(body)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise RequestError(f"request body is not valid JSON ({err})") from err
+    try:
+        req = RetrieveRequest.model_validate(payload)
+    except ValidationError as err:
+        parts = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors()[:5]]
+        raise RequestError("invalid request: " + "; ".join(parts)) from err
+    if not req.queries:
+        raise RequestError("queries is empty; send at least one query string")
+    if len(req.queries) > limits.max_queries_per_request:
+        raise RequestError(
+            f"{len(req.queries)} queries exceed the limit max_queries_per_request={limits.max_queries_per_request}"
+        )
+    for i, q in enumerate(req.queries):
+        if not q.strip():
+            raise RequestError(f"queries.{i} is empty or blank; every query needs some text")
+        if len(q) > limits.max_query_chars:
+            raise RequestError(
+                f"queries.{i} has {len(q)} characters, over the limit max_query_chars={limits.max_query_chars}"
+            )
+    topk = default_topk if req.topk is None else req.topk
+    if topk < 1:
+        raise RequestError(f"topk must be >= 1 (or null for the server default {default_topk}), got {topk}")
+    if topk > limits.max_topk:
+        raise RequestError(f"topk={topk} exceeds the limit max_topk={limits.max_topk}")
+    return req.queries, topk, req.return_scores
+
+
+def _render_result(corpus: CorpusStore, hits: list, return_scores: bool) -> bytes:
+    result = []
+    for scores, ids in hits:
+        keep = ids >= 0  # approximate indexes pad with -1 when they find fewer than k
+        docs = corpus.get_many(ids[keep])
+        if return_scores:
+            result.append([{"document": d, "score": float(s)} for d, s in zip(docs, scores[keep], strict=True)])
+        else:
+            result.append(docs)
+    return json.dumps({"result": result}, ensure_ascii=False).encode()
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
+    return JSONResponse({"detail": message}, status_code=status, headers=headers)
+
+
+def create_app(config: ServerConfig, loader: Loader = default_loader) -> FastAPI:
+    """Build the app; `loader` (config -> (searcher, corpus)) is where tests hand in fakes."""
+    state = _State()
+    metrics = Metrics(queue_depth=lambda: state.batcher.depth if state.batcher else 0)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        # One thread owns the model and the index: GPU FAISS and torch are not safe to call concurrently.
+        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mr-search-model")
+        loop = asyncio.get_running_loop()
+        t0 = time.perf_counter()
+        state.searcher, state.corpus = await loop.run_in_executor(executor, loader, config)
+        await loop.run_in_executor(executor, state.searcher.search, ["warm up"], 1)
+        state.batcher = MicroBatcher(state.searcher.search, config.batcher, executor, metrics)
+        state.batcher.start()
+        state.info = {"retriever": config.retriever, "num_docs": len(state.corpus), "index_dir": config.index_dir}
+        state.ready = True
+        logger.info(
+            "retrieval service ready: %d passages, loaded in %.1fs", len(state.corpus), time.perf_counter() - t0
+        )
+        try:
+            yield
+        finally:
+            state.ready = False
+            await state.batcher.stop()  # in-flight and queued queries are answered before we exit
+            executor.shutdown(wait=True)
+            state.corpus.close()
+            logger.info("retrieval service stopped")
+
+    app = FastAPI(
+        title="MR-Search retrieval service",
+        description="Search-R1-compatible /retrieve with cross-request micro-batching (dense or BM25).",
+        lifespan=lifespan,
+    )
+    app.state.mr_search = state
+    app.state.metrics = metrics
+    request_schema = RetrieveRequest.model_json_schema()
+
+    @app.post(
+        "/retrieve",
+        response_model=RetrieveResponse,
+        responses={422: {"model": ErrorResponse}, 429: {"model": ErrorResponse}, 503: {"model": ErrorResponse}},
+        openapi_extra={"requestBody": {"required": True, "content": {"application/json": {"schema": request_schema}}}},
+    )
+    async def retrieve(request: Request) -> Response:
+        """Top-k passages per query, best first; `{document, score}` items when return_scores is true."""
+        start = time.perf_counter()
+        n_queries = 0
+        try:
+            if not state.ready or state.batcher is None:
+                raise RequestError("the index is not loaded yet (or the server is shutting down); retry shortly", 503)
+            body = await _read_body(request, config.limits.max_body_bytes)
+            queries, topk, return_scores = parse_request(body, config.limits, config.default_topk)
+            n_queries = len(queries)
+            hits = await state.batcher.submit(queries, topk)
+            response: Response = Response(
+                _render_result(state.corpus, hits, return_scores), media_type="application/json"
+            )
+        except RequestError as err:
+            response = _error(err.status, str(err))
+        except QueueFullError as err:
+            response = _error(429, str(err), headers={"Retry-After": str(err.retry_after)})
+        except Exception as err:
+            logger.exception("retrieval failed")
+            response = _error(500, f"retrieval failed: {type(err).__name__}: {err}")
+        metrics.observe_request(response.status_code, n_queries, time.perf_counter() - start)
+        return response
+
+    @app.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
+    async def health() -> JSONResponse:
+        """200 with ready=true once the index is loaded; 503 while loading or shutting down."""
+        body = HealthResponse(status="ready" if state.ready else "unavailable", ready=state.ready, detail=state.info)
+        return JSONResponse(body.model_dump(), status_code=200 if state.ready else 503)
+
+    @app.get("/metrics", response_class=PlainTextResponse)
+    async def metrics_endpoint() -> PlainTextResponse:
+        """Prometheus text format."""
+        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+
+    return app

