@@ -53,3 +53,4 @@ def _same_encoder(index_dir: Path, encoder: EncoderConfig) -> bool:
     except ValueError:
         return False
     return True
+

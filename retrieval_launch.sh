@@ -1,0 +1,88 @@
+#!/usr/bin/env bash
+# Launches the MR-Search retrieval service and waits until /health says ready.
+#
+#   bash retrieval_launch.sh                      # embedded default: built once (cached), served on 127.0.0.1:8000
+#   RETRIEVER_TYPE=bm25 bash retrieval_launch.sh  # BM25 over the embedded default
+#   RETRIEVER_INDEX=/data/e5_flat RETRIEVER_CORPUS=/data/wiki-18.jsonl \
+#     RETRIEVER_ENCODER=/models/e5-base-v2 RETRIEVER_GPUS=0,1 bash retrieval_launch.sh --max-batch-size 512
+#
+# Every knob is an environment variable; extra arguments go to `mr-search-retrieval` unchanged
+# (see `python -m mr_search_retrieval.server --help`).
+set -euo pipefail
+
+# --- network ---
+RETRIEVER_HOST="${RETRIEVER_HOST:-127.0.0.1}"  # 0.0.0.0 exposes the service beyond this machine
+RETRIEVER_PORT="${RETRIEVER_PORT:-8000}"
+
+# --- data: empty index/corpus = the embedded default (built under $MR_SEARCH_CACHE on first use) ---
+export MR_SEARCH_CACHE="${MR_SEARCH_CACHE:-$HOME/.cache/mr_search}"
+RETRIEVER_TYPE="${RETRIEVER_TYPE:-dense}"             # dense | bm25
+RETRIEVER_INDEX="${RETRIEVER_INDEX:-}"                # directory written by mr-search-build-index
+RETRIEVER_CORPUS="${RETRIEVER_CORPUS:-}"              # JSON lines {"id","contents"}; empty: from the index metadata
+RETRIEVER_BACKEND="${RETRIEVER_BACKEND:-faiss}"       # embedded default only: faiss | torch
+RETRIEVER_INDEX_TYPE="${RETRIEVER_INDEX_TYPE:-Flat}"  # embedded default only: FAISS index_factory string
+
+# --- model ---
+RETRIEVER_ENCODER="${RETRIEVER_ENCODER:-}"            # HF encoder directory; empty: bundled all-MiniLM-L6-v2
+RETRIEVER_GPUS="${RETRIEVER_GPUS:-}"                  # e.g. 0,1 (sets CUDA_VISIBLE_DEVICES); empty: unchanged
+RETRIEVER_DEVICE="${RETRIEVER_DEVICE:-auto}"          # encoder and index device: auto | cpu | cuda
+
+# --- serving ---
+RETRIEVER_TOPK="${RETRIEVER_TOPK:-3}"                 # default topk when a request sends null
+RETRIEVER_MAX_BATCH="${RETRIEVER_MAX_BATCH:-256}"
+RETRIEVER_MAX_WAIT_MS="${RETRIEVER_MAX_WAIT_MS:-2}"
+RETRIEVER_QUEUE_SIZE="${RETRIEVER_QUEUE_SIZE:-4096}"
+RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-1800}"  # seconds to wait for /health (first run builds)
+PYTHON="${PYTHON:-python}"
+
+if [[ -n "$RETRIEVER_GPUS" ]]; then
+  export CUDA_VISIBLE_DEVICES="$RETRIEVER_GPUS"
+fi
+
+args=(
+  --host "$RETRIEVER_HOST" --port "$RETRIEVER_PORT"
+  --retriever "$RETRIEVER_TYPE" --topk "$RETRIEVER_TOPK"
+  --backend "$RETRIEVER_BACKEND" --index-type "$RETRIEVER_INDEX_TYPE"
+  --device "$RETRIEVER_DEVICE" --index-device "$RETRIEVER_DEVICE"
+  --max-batch-size "$RETRIEVER_MAX_BATCH" --max-wait-ms "$RETRIEVER_MAX_WAIT_MS" --queue-size "$RETRIEVER_QUEUE_SIZE"
+)
+[[ -n "$RETRIEVER_INDEX" ]] && args+=(--index-dir "$RETRIEVER_INDEX")
+[[ -n "$RETRIEVER_CORPUS" ]] && args+=(--corpus "$RETRIEVER_CORPUS")
+[[ -n "$RETRIEVER_ENCODER" ]] && args+=(--encoder "$RETRIEVER_ENCODER")
+
+server_pid=""
+cleanup() {
+  # Stops only the server this script started; SIGTERM lets it finish in-flight requests.
+  if [[ -n "$server_pid" ]] && kill -0 "$server_pid" 2>/dev/null; then
+    kill -TERM "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+"$PYTHON" -m mr_search_retrieval.server "${args[@]}" "$@" &
+server_pid=$!
+
+url="http://${RETRIEVER_HOST/0.0.0.0/127.0.0.1}:${RETRIEVER_PORT}"
+deadline=$((SECONDS + RETRIEVER_READY_TIMEOUT))
+until "$PYTHON" - "$url/health" 2>/dev/null <<'EOF'
+import sys, urllib.request
+sys.exit(0 if urllib.request.urlopen(sys.argv[1], timeout=2).status == 200 else 1)
+EOF
+do
+  if ! kill -0 "$server_pid" 2>/dev/null; then
+    wait "$server_pid" && status=0 || status=$?
+    echo "retrieval_launch.sh: the server exited (status $status) before becoming ready; see the log above" >&2
+    server_pid=""
+    exit 1
+  fi
+  if ((SECONDS >= deadline)); then
+    echo "retrieval_launch.sh: $url/health not ready after ${RETRIEVER_READY_TIMEOUT}s" >&2
+    exit 1
+  fi
+  sleep 1
+done
+echo "retrieval_launch.sh: ready at $url (POST $url/retrieve, docs at $url/docs, metrics at $url/metrics)"
+wait "$server_pid"
