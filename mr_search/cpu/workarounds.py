@@ -1,0 +1,160 @@
+"""The CPU backend's workarounds for gaps in verl 0.9.1 -- the one place MR-Search changes verl's behaviour.
+
+Active only when ``VERL_PLATFORM=cpu`` selects ``mr_search.cpu.platform`` (``install()`` does nothing
+otherwise), applied in every process through ``mr_search.cpu.import_hooks`` right after verl imports the
+module concerned. verl's installed files are never edited. Each item below has a test in
+``tests/mr_search/cpu/test_workarounds.py`` that fails when a verl upgrade moves what it works around.
+Numbers refer to ../shared/VERL_CPU.md.
+
+2. ``initialize_global_process_group_ray`` builds ``f"cpu:gloo,{device}:{backend}"``
+   (``verl/utils/distributed.py``); with device "cpu" torch raises "Duplicate device type cpu".
+   Patched: a missing backend becomes plain ``gloo`` (in ``verl.utils.distributed`` and in
+   ``verl.workers.engine_workers``, which imported the name).
+3. Ray placement always asks for GPUs and 3 CPUs per rank: configuration only, logical resources
+   (``++ray_kwargs.ray_init.num_gpus``, ``ray_kwargs.ray_init.num_cpus``), see ``OVERRIDES``. Never set
+   ``CUDA_VISIBLE_DEVICES=""``: Ray then refuses to start.
+4. The FSDP engines are registered for cuda/npu only (``workers/engine/fsdp/transformer_impl.py``):
+   registered for device "cpu" too (verl's own ``EngineRegistry``; no ``VERL_ENGINE_DEVICE`` needed).
+5. flash-attention is the default attention (``workers/config/model.py``): configuration,
+   ``++actor_rollout_ref.model.override_config.attn_implementation=sdpa``. Not covered: the critic
+   loader hard-codes flash-attention (``utils/model.py``), so a GAE critic needs more on CPU.
+6. FSDP2 forward-only (reference) models offload with ``CPUOffloadPolicy(pin_memory=True)``, which
+   fails without an accelerator: ``transformer_impl.CPUOffloadPolicy`` becomes an unpinned policy.
+7. FSDP1 cannot run on CPU (``sync_module_states=True``): configuration,
+   ``actor_rollout_ref.actor.strategy=fsdp2`` (the reference and critic follow it).
+10. ``TokenOutput.extra_fields["global_steps"]`` must be an int: the ``mr_hf`` server reports 0 before
+   the first weight sync (``mr_search.cpu.server``); verl's ``LLMServerClient`` derives
+   ``min/max_global_steps`` from it.
+
+``ENV`` and ``OVERRIDES`` are the single source of ``configs/cpu_backend.env`` and
+``configs/cpu_backend_overrides.txt`` (a test keeps them equal) that the launch script reads.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable
+from types import ModuleType
+from typing import Any, Final
+
+from mr_search.cpu.import_hooks import when_imported
+from mr_search.cpu.platform import cpu_platform_selected
+
+logger = logging.getLogger(__name__)
+
+ROLLOUT_NAME: Final = "mr_hf"
+
+# Environment of every process of a CPU run (the driver's environment reaches Ray's local workers).
+ENV: Final[dict[str, str]] = {
+    "VERL_PLATFORM": "cpu",
+    # torch.compile needs a C++ toolchain per process and buys nothing for tiny models on CPU.
+    "TORCH_COMPILE_DISABLE": "1",
+    "TOKENIZERS_PARALLELISM": "false",
+}
+
+# Hydra overrides of a CPU run (items 3, 5, 7 and the rollout backend). `++` adds or replaces.
+# `num_gpus` is the count of logical GPUs Ray advertises: keep it equal to n_gpus_per_node * nnodes.
+OVERRIDES: Final[tuple[str, ...]] = (
+    "trainer.device=cpu",
+    "trainer.nnodes=1",
+    "trainer.n_gpus_per_node=1",
+    "++ray_kwargs.ray_init.num_gpus=1",
+    "ray_kwargs.ray_init.num_cpus=16",
+    "actor_rollout_ref.actor.strategy=fsdp2",
+    "++actor_rollout_ref.model.override_config.attn_implementation=sdpa",
+    "actor_rollout_ref.model.use_remove_padding=False",
+    f"actor_rollout_ref.rollout.name={ROLLOUT_NAME}",
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
+    "actor_rollout_ref.rollout.agent.num_workers=1",
+    "reward.num_workers=1",
+)
+
+_PATCHED: Final = "__mr_search_cpu_workaround__"
+
+
+def _gloo_when_unset(init_fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Wraps ``initialize_global_process_group_ray`` so that a missing backend means plain ``gloo``."""
+    if getattr(init_fn, _PATCHED, False):
+        return init_fn
+
+    @functools.wraps(init_fn)
+    def init_with_gloo(timeout_second: int | None = None, backend: str | None = None) -> Any:
+        return init_fn(timeout_second=timeout_second, backend=backend or "gloo")
+
+    setattr(init_with_gloo, _PATCHED, True)
+    return init_with_gloo
+
+
+def patch_process_group_backend(module: ModuleType) -> None:
+    """Item 2, for a module holding ``initialize_global_process_group_ray``."""
+    name = "initialize_global_process_group_ray"
+    if not hasattr(module, name):
+        raise RuntimeError(
+            f"mr_search CPU workaround 2: {module.__name__}.{name} is gone; verl moved the process-group "
+            "setup, so check the backend string it builds on CPU and update mr_search/cpu/workarounds.py"
+        )
+    setattr(module, name, _gloo_when_unset(getattr(module, name)))
+
+
+def register_fsdp_engines_for_cpu(module: ModuleType) -> None:
+    """Item 4: verl's FSDP engines, registered for device "cpu" as well."""
+    from verl.workers.engine.base import EngineRegistry
+
+    for model_type, engine_name in (
+        ("language_model", "FSDPEngineWithLMHead"),
+        ("value_model", "FSDPEngineWithValueHead"),
+    ):
+        engine_cls = getattr(module, engine_name, None)
+        if engine_cls is None:
+            raise RuntimeError(
+                f"mr_search CPU workaround 4: {module.__name__}.{engine_name} is gone; update "
+                "mr_search/cpu/workarounds.py to the FSDP engine classes of this verl version"
+            )
+        for backend in ("fsdp", "fsdp2"):
+            registered = EngineRegistry._engines.get(model_type, {}).get(backend, {})
+            if "cpu" not in registered:
+                EngineRegistry.register(model_type=model_type, backend=backend, device="cpu")(engine_cls)
+
+
+def unpin_offload_policy(module: ModuleType) -> None:
+    """Item 6: ``CPUOffloadPolicy(pin_memory=True)`` in the FSDP engine builds an unpinned policy."""
+    policy_cls = getattr(module, "CPUOffloadPolicy", None)
+    if policy_cls is None:
+        raise RuntimeError(
+            f"mr_search CPU workaround 6: {module.__name__}.CPUOffloadPolicy is gone; check how verl "
+            "offloads FSDP2 reference models now and update mr_search/cpu/workarounds.py"
+        )
+    if getattr(policy_cls, _PATCHED, False):
+        return
+
+    class UnpinnedCPUOffloadPolicy(policy_cls):  # type: ignore[misc, valid-type]
+        """Pinned host memory needs an accelerator; on CPU the offloaded parameters stay plain."""
+
+        def __init__(self, pin_memory: bool = False) -> None:
+            super().__init__(pin_memory=False)
+
+    setattr(UnpinnedCPUOffloadPolicy, _PATCHED, True)
+    module.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy
+
+
+def _patch_fsdp_engine_module(module: ModuleType) -> None:
+    register_fsdp_engines_for_cpu(module)
+    unpin_offload_policy(module)
+
+
+_installed = False
+
+
+def install() -> bool:
+    """Arms the workarounds in this process if ``VERL_PLATFORM=cpu``; returns whether they are armed."""
+    global _installed
+    if not cpu_platform_selected():
+        return False
+    if not _installed:
+        when_imported("verl.utils.distributed", patch_process_group_backend)
+        when_imported("verl.workers.engine_workers", patch_process_group_backend)
+        when_imported("verl.workers.engine.fsdp.transformer_impl", _patch_fsdp_engine_module)
+        _installed = True
+        logger.info("mr_search CPU workarounds armed (VERL_PLATFORM=cpu)")
+    return True
