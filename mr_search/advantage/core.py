@@ -1,0 +1,198 @@
+"""Pure, vectorized attempt-level advantage (METHOD.md §4): per-attempt group baseline, discount, spread to tokens."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Literal
+
+import numpy as np
+import torch
+
+from mr_search.advantage.config import BASELINES
+
+GroupIds = torch.Tensor | np.ndarray | Sequence[str] | Sequence[int]
+
+
+def group_codes(group_ids: GroupIds, num_rows: int, device: torch.device | None = None) -> tuple[torch.Tensor, int]:
+    """Maps each row's group id (verl ``uid``) to a dense code in ``[0, G)``.
+
+    Args:
+        group_ids: ``[B]`` integer tensor, numpy array (object array of uid strings included) or sequence.
+        num_rows: B, the number of rows the ids must cover.
+        device: where the codes go.
+
+    Returns:
+        codes: int64 ``[B]``; the number of distinct groups G.
+    """
+    if isinstance(group_ids, torch.Tensor):
+        if group_ids.dtype.is_floating_point or group_ids.dtype.is_complex or group_ids.dtype == torch.bool:
+            raise ValueError(f"group_ids must be an integer tensor or a sequence of uids, got dtype {group_ids.dtype}")
+        flat = group_ids.reshape(-1)
+        _, codes = torch.unique(flat, return_inverse=True)
+        codes = codes.to(torch.int64)
+    else:
+        array = np.asarray(group_ids, dtype=object) if not isinstance(group_ids, np.ndarray) else group_ids
+        flat_np = array.reshape(-1)
+        if flat_np.dtype == object:
+            flat_np = flat_np.astype(str)
+        _, inverse = np.unique(flat_np, return_inverse=True)
+        codes = torch.as_tensor(inverse.reshape(-1), dtype=torch.int64)
+    if codes.numel() != num_rows:
+        raise ValueError(f"group_ids has {codes.numel()} entries but rewards have {num_rows} rows; give one per row")
+    codes = codes.to(device) if device is not None else codes
+    num_groups = int(codes.max().item()) + 1 if num_rows else 0
+    return codes, num_groups
+
+
+def _relative_rewards(
+    rewards: torch.Tensor,
+    present: torch.Tensor,
+    codes: torch.Tensor,
+    num_groups: int,
+    baseline: str,
+    std_normalize: bool,
+    epsilon: float,
+) -> torch.Tensor:
+    """Baseline-subtracted rewards per column: ``[B, C]`` -> ``[B, C]``; 0 where absent, alone or all-equal."""
+    num_cols = rewards.shape[1]
+    weight = present.to(rewards.dtype)
+    shape = (num_groups, num_cols)
+    count = rewards.new_zeros(shape).index_add_(0, codes, weight)[codes]
+    total = rewards.new_zeros(shape).index_add_(0, codes, rewards * weight)[codes]
+    mean = total / count.clamp(min=1.0)
+    centred = rewards - mean
+    if baseline == "loo":
+        # r - mean(others) = n/(n-1) (r - mean), the form verl's rloo uses.
+        relative = centred * count / (count - 1.0).clamp(min=1.0)
+    else:
+        relative = centred
+        if std_normalize:
+            squares = rewards.new_zeros(shape).index_add_(0, codes, centred.square() * weight)[codes]
+            std = (squares / (count - 1.0).clamp(min=1.0)).sqrt()  # unbiased, as torch.std in verl's grpo
+            relative = centred / (std + epsilon)
+    # All-equal groups get exactly 0 (no float residue from the mean), as do lone and absent entries.
+    index = codes[:, None].expand_as(rewards)
+    inf = torch.full(shape, float("inf"), dtype=rewards.dtype, device=rewards.device)
+    high = (-inf).scatter_reduce(0, index, torch.where(present, rewards, float("-inf")), "amax")[codes]
+    low = inf.scatter_reduce(0, index, torch.where(present, rewards, float("inf")), "amin")[codes]
+    informative = present & (count >= 2) & (high != low)
+    return torch.where(informative, relative, torch.zeros_like(relative))
+
+
+def attempt_advantages(
+    rewards: torch.Tensor,
+    present: torch.Tensor,
+    group_ids: GroupIds,
+    *,
+    gamma: float = 1.0,
+    baseline: Literal["loo", "grpo"] = "loo",
+    std_normalize: bool = False,
+    epsilon: float = 1e-6,
+    shaping: float = 0.0,
+    outcome_only: bool = False,
+) -> torch.Tensor:
+    """Attempt-level advantages of the multi-turn GRPO estimator (METHOD.md §4), vectorized over groups.
+
+    For trajectory i of a group (the n samples of one question) and attempt index s:
+
+    1. shaping (optional): ``r_s <- r_s + shaping * (r_s - r_{s-1})`` where attempt s-1 is present (else no term);
+    2. baseline per attempt index over the group's trajectories where attempt s is present:
+       ``loo``: ``r~_{i,s} = r_{i,s} - mean_{j != i} r_{j,s}``; ``grpo``: ``r~_{i,s} = r_{i,s} - mean_j r_{j,s}``,
+       divided by ``(std_j r_{j,s} + epsilon)`` (unbiased std) when ``std_normalize``;
+       ``r~ = 0`` when fewer than two trajectories have attempt s or their rewards are all equal;
+    3. discount: ``A_{i,s} = sum_{s' >= s} gamma^(s'-s) r~_{i,s'}`` (absent later attempts add 0);
+    4. absent attempts get ``A = 0``.
+
+    With ``outcome_only`` the steps 2-3 run on one column instead: each trajectory's final outcome, the (shaped)
+    reward of its last present attempt, baselined across the group's trajectories that have any attempt; every
+    present attempt of the trajectory gets that one value (gamma plays no part).
+
+    Args:
+        rewards: float ``[B, K]``, the reward of each attempt of each row (ignored where absent).
+        present: bool ``[B, K]``, True where the attempt took place.
+        group_ids: ``[B]`` group of each row: an integer tensor, or uid strings (a list or numpy object array).
+            Rows are grouped by id, never by position.
+        gamma: discount over later attempts, in [0, 1].
+        baseline: ``"loo"`` or ``"grpo"``.
+        std_normalize: divide by the group std (``grpo`` only).
+        epsilon: added to the std.
+        shaping: improvement-shaping weight g.
+        outcome_only: credit every attempt with the final outcome's advantage.
+
+    Returns:
+        float ``[B, K]`` advantages (dtype of ``rewards``; float32 when rewards are integers).
+    """
+    if rewards.dim() != 2:
+        raise ValueError(f"rewards must be [B, K], got shape {tuple(rewards.shape)}")
+    if present.shape != rewards.shape:
+        raise ValueError(f"present must have the shape of rewards {tuple(rewards.shape)}, got {tuple(present.shape)}")
+    if baseline not in BASELINES:
+        raise ValueError(f"baseline={baseline!r} is not valid; choose one of {list(BASELINES)}")
+    if std_normalize and baseline != "grpo":
+        raise ValueError("std_normalize=True needs baseline='grpo'")
+    if not 0.0 <= gamma <= 1.0:
+        raise ValueError(f"gamma={gamma!r} is not valid; use a number in [0, 1]")
+    if not rewards.dtype.is_floating_point:
+        rewards = rewards.to(torch.float32)
+    num_rows, num_attempts = rewards.shape
+    present = present.to(device=rewards.device, dtype=torch.bool)
+    codes, num_groups = group_codes(group_ids, num_rows, rewards.device)
+    zero = torch.zeros_like(rewards)
+    if num_rows == 0 or num_attempts == 0:
+        return zero
+
+    shaped = torch.where(present, rewards, zero)
+    if shaping != 0.0:
+        previous = torch.cat([zero[:, :1], shaped[:, :-1]], dim=1)
+        previous_present = torch.cat([present[:, :1] & False, present[:, :-1]], dim=1)
+        shaped = shaped + shaping * torch.where(present & previous_present, shaped - previous, zero)
+
+    if outcome_only:
+        any_present = present.any(dim=1, keepdim=True)
+        positions = torch.arange(1, num_attempts + 1, device=rewards.device)
+        last = (present.to(torch.int64) * positions).argmax(dim=1, keepdim=True)
+        final = shaped.gather(1, last)
+        relative = _relative_rewards(final, any_present, codes, num_groups, baseline, std_normalize, epsilon)
+        return torch.where(present, relative.expand(-1, num_attempts), zero)
+
+    relative = _relative_rewards(shaped, present, codes, num_groups, baseline, std_normalize, epsilon)
+    if num_attempts > 1 and gamma != 0.0:
+        steps = torch.arange(num_attempts, device=rewards.device)
+        lag = steps[:, None] - steps[None, :]  # [s', s] = s' - s
+        discount = torch.where(
+            lag >= 0, torch.tensor(gamma, dtype=rewards.dtype, device=rewards.device) ** lag.clamp(min=0), 0.0
+        ).to(rewards.dtype)
+        advantages = relative @ discount
+    else:
+        advantages = relative
+    return torch.where(present, advantages, zero)
+
+
+def spread_to_tokens(advantages: torch.Tensor, attempt_ids: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
+    """Gives each response token the advantage of the attempt it belongs to.
+
+    Args:
+        advantages: float ``[B, K]`` attempt advantages.
+        attempt_ids: int ``[B, T]`` attempt index of each response token; -1 (any negative) marks padding.
+        response_mask: ``[B, T]``, nonzero for trained (model-written) tokens.
+
+    Returns:
+        float ``[B, T]``: ``advantages[b, attempt_ids[b, t]]`` on masked-in tokens, 0 elsewhere.
+    """
+    if attempt_ids.shape != response_mask.shape or attempt_ids.shape[0] != advantages.shape[0]:
+        raise ValueError(
+            f"attempt_ids {tuple(attempt_ids.shape)} and response_mask {tuple(response_mask.shape)} must both be "
+            f"[B, T] with B = {advantages.shape[0]} rows, as advantages {tuple(advantages.shape)}"
+        )
+    ids = attempt_ids.to(device=advantages.device, dtype=torch.int64)
+    num_attempts = advantages.shape[1]
+    if ids.numel() and int(ids.max()) >= num_attempts:
+        raise ValueError(
+            f"attempt id {int(ids.max())} found but advantages cover only {num_attempts} attempts; "
+            "attempt ids must be 0-based and below K (pad with -1)"
+        )
+    valid = (ids >= 0) & response_mask.to(device=advantages.device).bool()
+    if num_attempts == 0:
+        return advantages.new_zeros(ids.shape)
+    per_token = advantages.gather(1, ids.clamp(min=0))
+    return torch.where(valid, per_token, torch.zeros_like(per_token))
