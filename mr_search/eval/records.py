@@ -1,0 +1,149 @@
+"""Trajectory records: one meta-episode as a plain dict (the JSONL the evaluation dumps and the viewer reads).
+
+A record::
+
+    {"schema": "mr_search.trajectory/1", "method": str, "uid": str, "data_source": str,
+     "question": str, "golden_answers": [str],
+     "attempts": [{"index": int, "turns": [{"role": "assistant"|"user"|"tool", "content": str}],
+                   "answer": str|None, "reward": float, "em": float, "f1": float,
+                   "advantage": float|None}]}
+
+``turns`` are the attempt's messages in order: what the model wrote (``assistant``) and what the
+environment answered (``tool``: ``<information>`` passages; ``user``: the reflection or corrective
+turn). verl's own rollout dumps (``trainer.rollout_data_dir``) are read by ``from_verl_dump``.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import Any, Final
+
+from mr_search import prompts
+from mr_search.reward import exact_match, extract_answer, gold_answers, token_f1
+
+SCHEMA: Final = "mr_search.trajectory/1"
+_SEARCH_RE: Final = re.compile(r"<search>(.*?)</search>", re.DOTALL)
+_INFO_RE: Final = re.compile(r"<information>(.*?)(?:</information>|$)", re.DOTALL)
+_QUESTION_RE: Final = re.compile(r"Question:\s*(.*?)\s*$", re.DOTALL)
+
+
+def make_attempt(
+    index: int, turns: Sequence[Mapping[str, str]], golds: Sequence[str], advantage: float | None = None
+) -> dict[str, Any]:
+    """Builds an attempt entry, scoring the last ``<answer>`` of its model turns (METHOD.md §3)."""
+    model_text = "".join(t["content"] for t in turns if t["role"] == "assistant")
+    answer = extract_answer(model_text)
+    em = exact_match(answer, golds)
+    return {
+        "index": index,
+        "turns": [{"role": str(t["role"]), "content": str(t["content"])} for t in turns],
+        "answer": answer,
+        "reward": em,
+        "em": em,
+        "f1": token_f1(answer, golds) if answer is not None else 0.0,
+        "advantage": advantage,
+    }
+
+
+def make_record(
+    *, method: str, uid: str, data_source: str, question: str, golden_answers: Sequence[str],
+    attempts: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    return {
+        "schema": SCHEMA,
+        "method": method,
+        "uid": uid,
+        "data_source": data_source,
+        "question": question,
+        "golden_answers": list(golden_answers),
+        "attempts": [dict(a) for a in attempts],
+    }
+
+
+def searches(attempt: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """The attempt's searches in order: ``{"query", "information"}`` (information '' when none followed)."""
+    out: list[dict[str, Any]] = []
+    for turn in attempt["turns"]:
+        if turn["role"] == "assistant":
+            out += [{"query": q.strip(), "information": ""} for q in _SEARCH_RE.findall(turn["content"])]
+        elif out and not out[-1]["information"]:
+            found = _INFO_RE.findall(turn["content"])
+            if found:
+                out[-1]["information"] = found[0].strip()
+    return out
+
+
+def reflection(attempt: Mapping[str, Any]) -> str:
+    """What the model wrote at the start of a later attempt before its first action (its reflection)."""
+    if attempt["index"] == 0:
+        return ""
+    for turn in attempt["turns"]:
+        if turn["role"] == "assistant":
+            text = turn["content"]
+            cut = min((i for i in (text.find("<search>"), text.find("<answer>")) if i >= 0), default=len(text))
+            return text[:cut].strip()
+    return ""
+
+
+def improved_after_reflection(record: Mapping[str, Any]) -> bool:
+    """True when a later attempt is correct after a wrong first attempt."""
+    ems = [a["em"] for a in record["attempts"]]
+    return bool(ems) and ems[0] < 1.0 and any(e >= 1.0 for e in ems[1:])
+
+
+def write_jsonl(records: Iterable[Mapping[str, Any]], path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("w", encoding="utf-8") as handle:
+        for record in records:
+            handle.write(json.dumps(record, ensure_ascii=False) + "\n")
+    return path
+
+
+def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """Reads trajectory records; lines of a verl rollout dump are converted with ``from_verl_dump``."""
+    with Path(path).open(encoding="utf-8") as handle:
+        for lineno, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as err:
+                raise ValueError(f"{path}:{lineno}: not valid JSON ({err.msg})") from err
+            if raw.get("schema") == SCHEMA:
+                yield raw
+            elif "output" in raw and "gts" in raw:
+                yield from_verl_dump(raw, uid=f"{Path(path).stem}-{lineno}")
+            else:
+                raise ValueError(
+                    f"{path}:{lineno}: neither a trajectory record (schema {SCHEMA!r}) nor a verl rollout dump line "
+                    "(keys input/output/gts)"
+                )
+
+
+def from_verl_dump(raw: Mapping[str, Any], *, uid: str, method: str = "verl_dump") -> dict[str, Any]:
+    """Converts one line of verl's rollout dump: the response text is cut into attempts at the reflection turn.
+
+    The dump is decoded without special tokens, so the chat markers are gone and the environment text
+    (passages, reflection request) is inline; it is kept in the model turn and shown as is.
+    Per-attempt advantages are read from an ``mr_attempt_advantages`` list when the dump has one.
+    """
+    golds = gold_answers(raw["gts"]) if raw.get("gts") is not None else []
+    pieces = str(raw["output"]).split(prompts.REFLECTION_PROMPT)
+    advantages = raw.get("mr_attempt_advantages") or [None] * len(pieces)
+    attempts = []
+    for index, piece in enumerate(pieces):
+        turns = []
+        for part in re.split(r"(<information>.*?</information>)", piece, flags=re.DOTALL):
+            if part.strip():
+                turns.append({"role": "tool" if part.startswith("<information>") else "assistant", "content": part})
+        advantage = advantages[index] if index < len(advantages) else None
+        attempts.append(make_attempt(index, turns, golds, None if advantage is None else float(advantage)))
+    question = _QUESTION_RE.search(str(raw.get("input", "")))
+    return make_record(
+        method=method, uid=uid, data_source=str(raw.get("data_source", "unknown")),
+        question=question.group(1).splitlines()[0] if question else str(raw.get("input", ""))[-200:],
+        golden_answers=golds, attempts=attempts,
+    )

@@ -1,0 +1,1 @@
+"""A static, self-contained HTML trajectory viewer for dumped meta-episodes."""
