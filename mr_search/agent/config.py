@@ -1,0 +1,75 @@
+"""The typed ``mr_search.episode`` config of the meta-episode agent loop; defaults are the paper's."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+CONTEXT_MODES = ("full", "previous_attempt")
+STOP_PARAM_STYLES = ("auto", "vllm", "sglang", "none")
+
+
+@dataclass(frozen=True)
+class EpisodeConfig:
+    """How one meta-episode runs (METHOD.md §1-2).
+
+    Attributes:
+        attempts: K, attempts chained in one context (paper: 3; 1 = plain Search-R1).
+        max_turns_per_attempt: model turns per attempt (paper: 3 for NQ/HotpotQA, 5 for ASearcher).
+        topk: passages per search (paper: 3).
+        max_information_tokens: each ``<information>`` block is cut to this many tokens (paper: 1024).
+        max_new_tokens_per_turn: generation limit of one model turn (paper: 1024).
+        early_stop_when_correct: end the meta-episode after a correct attempt (paper: off; MAGE: on).
+        outcome_feedback: tell the model in the reflection turn whether its answer was right (paper: off).
+        context: ``full`` keeps every earlier attempt in the generation context (paper);
+            ``previous_attempt`` shows the model only the question and the previous attempt (the
+            paper's short-context ablation). The trained sequence is the full meta-episode either way.
+        reflection_template: the between-attempts user turn; None uses ``prompts.REFLECTION_PROMPT``.
+        max_context_tokens: generation context limit; the oldest response tokens are dropped from
+            the left past it, never the question. None: ``rollout.max_model_len`` when set, else
+            ``rollout.prompt_length + rollout.response_length``.
+        stop_params: how stop strings are sent: ``auto`` picks from ``rollout.name`` (vLLM:
+            ``stop`` + ``include_stop_str_in_output``; SGLang: ``stop`` + ``no_stop_trim`` unless
+            ``skip_tokenizer_init`` is on, when it cannot match strings); the loop cuts after the
+            closing tag itself in every case.
+    """
+
+    attempts: int = 3
+    max_turns_per_attempt: int = 3
+    topk: int = 3
+    max_information_tokens: int = 1024
+    max_new_tokens_per_turn: int = 1024
+    early_stop_when_correct: bool = False
+    outcome_feedback: bool = False
+    context: str = "full"
+    reflection_template: str | None = None
+    max_context_tokens: int | None = None
+    stop_params: str = "auto"
+
+    def __post_init__(self) -> None:
+        for name in ("attempts", "max_turns_per_attempt", "topk", "max_information_tokens", "max_new_tokens_per_turn"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ValueError(f"mr_search.episode.{name}={value!r} must be an integer >= 1")
+        if self.context not in CONTEXT_MODES:
+            raise ValueError(f"mr_search.episode.context={self.context!r} is not valid; choose one of {CONTEXT_MODES}")
+        if self.stop_params not in STOP_PARAM_STYLES:
+            raise ValueError(
+                f"mr_search.episode.stop_params={self.stop_params!r} is not valid; choose one of {STOP_PARAM_STYLES}"
+            )
+        if self.max_context_tokens is not None and self.max_context_tokens < 2:
+            raise ValueError(f"mr_search.episode.max_context_tokens={self.max_context_tokens} must be >= 2 or null")
+        if self.reflection_template is not None and not self.reflection_template.strip():
+            raise ValueError("mr_search.episode.reflection_template is empty; give a text or null for the default")
+
+    @classmethod
+    def from_config(cls, config: Mapping[str, Any] | None) -> EpisodeConfig:
+        """Builds the config from the ``mr_search.episode`` subtree (dict or DictConfig); None gives defaults."""
+        if config is None:
+            return cls()
+        valid = {f.name for f in fields(cls)}
+        unknown = sorted(set(config) - valid)
+        if unknown:
+            raise ValueError(f"mr_search.episode: unknown key(s) {unknown}; valid keys are {sorted(valid)}")
+        return cls(**{key: config[key] for key in config})

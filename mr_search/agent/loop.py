@@ -1,0 +1,317 @@
+"""The ``mr_search`` agent loop: K search attempts at one question in one context, with reflection turns."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any
+from uuid import uuid4
+
+from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetrics
+
+from mr_search import prompts
+from mr_search.agent.config import EpisodeConfig
+from mr_search.agent.output import MRSearchAgentLoopOutput, episode_metrics
+from mr_search.agent.parsing import STOP_STRINGS, ActionKind, cut_after_close, parse_turn, unclosed_tag
+from mr_search.agent.state import AttemptRecord, EpisodeState, Phase
+from mr_search.agent.tokens import EnvEncoder, Transcript
+from mr_search.retrieval_client import RetrievalClient, RetrieverConfig, shared_client
+from mr_search.reward import RewardConfig, exact_match, gold_answers, token_f1
+
+logger = logging.getLogger(__name__)
+
+_ENCODERS: dict[int, tuple[Any, EnvEncoder]] = {}
+_warned_sglang = False
+
+
+def _encoder_for(tokenizer: Any, chat_template_kwargs: dict[str, Any]) -> EnvEncoder:
+    """One ``EnvEncoder`` per tokenizer: verl builds an agent-loop object per trajectory."""
+    key = id(tokenizer)
+    cached = _ENCODERS.get(key)
+    if cached is None or cached[0] is not tokenizer:
+        cached = (tokenizer, EnvEncoder(tokenizer, dict(chat_template_kwargs or {})))
+        _ENCODERS[key] = cached
+    return cached[1]
+
+
+def _subtree(config: Any, name: str) -> Any:
+    mr_search = config.get("mr_search") if hasattr(config, "get") else None
+    return mr_search.get(name) if mr_search is not None else None
+
+
+class MRSearchAgentLoop(AgentLoopBase):
+    """verl agent loop for MR-Search meta-episodes (METHOD.md §1-3).
+
+    Settings come from the trainer config's ``mr_search.episode``, ``mr_search.reward`` and
+    ``mr_search.retriever`` subtrees (defaults: the paper's). Tests and evaluation may pass the
+    collaborators directly.
+
+    Args:
+        retrieval_client: anything with ``async search(query, topk) -> SearchOutcome``; default: the
+            shared aiohttp client of this event loop for ``mr_search.retriever``.
+        episode_config / reward_config: override the trainer config's subtrees.
+    """
+
+    def __init__(
+        self,
+        *args: Any,
+        tools: Any = None,
+        retrieval_client: RetrievalClient | None = None,
+        episode_config: EpisodeConfig | None = None,
+        reward_config: RewardConfig | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(*args, **kwargs)
+        self.episode = episode_config or EpisodeConfig.from_config(_subtree(self.config, "episode"))
+        self.reward = reward_config or RewardConfig.from_config(_subtree(self.config, "reward"))
+        self.retriever_config = RetrieverConfig.from_config(_subtree(self.config, "retriever"))
+        self._retrieval_client = retrieval_client
+        self.env = _encoder_for(self.tokenizer, self.apply_chat_template_kwargs)
+        self.response_length = int(self.rollout_config.response_length)
+        self.context_limit = self._context_limit()
+        self.stop_params = self._stop_params()
+        self.reflection_template = self.episode.reflection_template or prompts.REFLECTION_PROMPT
+        self._handlers: dict[Phase, Callable[[EpisodeState, dict[str, Any]], Awaitable[Phase]]] = {
+            Phase.GENERATING: self._generate,
+            Phase.ACTING: self._act,
+            Phase.ATTEMPT_END: self._end_attempt,
+            Phase.REFLECTING: self._reflect,
+        }
+
+    # ----------------------------------------------------------------------------------- set-up
+    def _context_limit(self) -> int:
+        if self.episode.max_context_tokens is not None:
+            return self.episode.max_context_tokens
+        max_model_len = self.rollout_config.get("max_model_len", None)
+        if max_model_len:
+            return int(max_model_len)
+        return int(self.rollout_config.prompt_length) + self.response_length
+
+    def _stop_params(self) -> dict[str, Any]:
+        global _warned_sglang
+        style = self.episode.stop_params
+        if style == "auto":
+            style = "sglang" if self.rollout_config.get("name", None) == "sglang" else "vllm"
+        if style == "none":
+            return {}
+        if style == "sglang":
+            if self.rollout_config.get("skip_tokenizer_init", False):
+                if not _warned_sglang:
+                    logger.warning(
+                        "SGLang runs with skip_tokenizer_init=True and cannot stop at </search> or </answer>: the "
+                        "agent loop cuts each turn itself, but generation past the tag is wasted. Set "
+                        "actor_rollout_ref.rollout.skip_tokenizer_init=False to stop at the tags."
+                    )
+                    _warned_sglang = True
+                return {}
+            return {"stop": list(STOP_STRINGS), "no_stop_trim": True}
+        return {"stop": list(STOP_STRINGS), "include_stop_str_in_output": True}
+
+    @property
+    def retrieval_client(self) -> RetrievalClient:
+        if self._retrieval_client is None:
+            self._retrieval_client = shared_client(self.retriever_config)
+        return self._retrieval_client
+
+    # ------------------------------------------------------------------------------------- run
+    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> MRSearchAgentLoopOutput:
+        if "raw_prompt" not in kwargs:
+            raise ValueError("the mr_search agent loop needs each dataset row's 'raw_prompt' (chat messages)")
+        reward_model = kwargs.get("reward_model") or {}
+        if "ground_truth" not in reward_model:
+            raise ValueError(
+                "the mr_search agent loop needs reward_model.ground_truth.target (the gold answers) in each row"
+            )
+        golds = gold_answers(reward_model["ground_truth"])
+        prompt_ids = await self.ct_build_initial_tokens(list(kwargs["raw_prompt"]))
+        state = EpisodeState(transcript=Transcript(prompt_ids), golds=golds, request_id=uuid4().hex)
+        state.attempts.append(AttemptRecord(index=0, start=0))
+        timing = {"generate_sequences": 0.0, "tool_calls": 0.0}
+        phase = Phase.GENERATING
+        while phase is not Phase.DONE:
+            started = time.perf_counter()
+            next_phase = await self._handlers[phase](state, sampling_params)
+            bucket = "generate_sequences" if phase is Phase.GENERATING else "tool_calls"
+            timing[bucket] += time.perf_counter() - started
+            phase = next_phase
+        return self._output(state, kwargs, timing)
+
+    # -------------------------------------------------------------------------------- handlers
+    async def _generate(self, state: EpisodeState, sampling_params: dict[str, Any]) -> Phase:
+        """One model turn: generate, cut after the first closing tag, append with mask 1."""
+        transcript = state.transcript
+        max_new = min(self.episode.max_new_tokens_per_turn, self.response_length - transcript.response_len)
+        context, max_new = self._generation_context(state, max_new)
+        if max_new < 1:
+            return self._truncate(state)
+        params = {**sampling_params, **self.stop_params, "max_tokens": max_new}
+        output = await self.server_manager.generate(
+            request_id=state.request_id, prompt_ids=context, sampling_params=params
+        )
+        self._track_global_steps(state, output.extra_fields or {})
+        ids = list(output.token_ids)[:max_new]
+        logprobs = list(output.log_probs)[: len(ids)] if output.log_probs is not None else None
+        cut = cut_after_close(ids, self.env.decode) if ids else None
+        if cut is not None:
+            ids = ids[:cut]
+            logprobs = logprobs[:cut] if logprobs is not None else None
+        text = self.env.decode(ids)
+        closing: list[int] = []
+        if cut is None and ids and len(ids) < max_new and ids[-1] not in self.env.end_ids:
+            # The backend stopped at the tag and trimmed it: close the tag as environment text.
+            closer = unclosed_tag(text)
+            if closer is not None:
+                closing = self.env.encode_text(closer)
+                text += closer
+        attempt = state.current
+        transcript.add_model(ids, logprobs, attempt.index)
+        if closing:
+            transcript.add_env(closing[: self.response_length - transcript.response_len], attempt.index)
+        state.last_turn_ended_with_eos = bool(ids) and ids[-1] == self.tokenizer.eos_token_id
+        attempt.turns += 1
+        state.model_turns += 1
+        state.action = parse_turn(text)
+        return Phase.ACTING
+
+    async def _act(self, state: EpisodeState, sampling_params: dict[str, Any]) -> Phase:
+        """Answer ends the attempt; a search gets passages; anything else gets the corrective note."""
+        attempt, action = state.current, state.action
+        assert action is not None
+        if action.kind is ActionKind.ANSWER:
+            attempt.answer = action.content
+            return Phase.ATTEMPT_END
+        turns_left = attempt.turns < self.episode.max_turns_per_attempt
+        # An observation is only worth its tokens (and its search call) if the model reads it later.
+        read_later = turns_left or attempt.index + 1 < self.episode.attempts
+        if action.kind is ActionKind.SEARCH:
+            attempt.searches += 1
+            attempt.queries.append(action.content)
+            if not read_later:
+                return Phase.ATTEMPT_END
+            outcome = await self.retrieval_client.search(action.content, self.episode.topk)
+            if outcome.failed:
+                attempt.search_failures += 1
+                text = prompts.SEARCH_FAILED_MESSAGE
+            else:
+                text = prompts.format_passages(outcome.documents)
+            ids = self.env.observation(text, self.episode.max_information_tokens)
+        else:
+            attempt.invalid_turns += 1
+            if not read_later:
+                return Phase.ATTEMPT_END
+            ids = self.env.note(prompts.INVALID_ACTION_MESSAGE)
+        if not self._append_env(state, ids):
+            return self._truncate(state)
+        return Phase.GENERATING if turns_left else Phase.ATTEMPT_END
+
+    async def _end_attempt(self, state: EpisodeState, sampling_params: dict[str, Any]) -> Phase:
+        attempt = state.current
+        self._score(state, attempt)
+        if attempt.index + 1 >= self.episode.attempts:
+            return Phase.DONE
+        if self.episode.early_stop_when_correct and attempt.em >= 1.0:
+            return Phase.DONE
+        return Phase.REFLECTING
+
+    async def _reflect(self, state: EpisodeState, sampling_params: dict[str, Any]) -> Phase:
+        """The between-attempts user turn; it opens the next attempt (and carries its index)."""
+        previous = state.current
+        feedback = previous.em >= 1.0 if self.episode.outcome_feedback else None
+        text = prompts.reflection_prompt(feedback, self.reflection_template)
+        ids = self.env.user_turn(text, after_eos=state.last_turn_ended_with_eos)
+        transcript = state.transcript
+        if len(ids) >= self.response_length - transcript.response_len:
+            state.truncated = True  # no room for the next attempt: it stays absent
+            return Phase.DONE
+        state.attempts.append(AttemptRecord(index=previous.index + 1, start=transcript.response_len))
+        transcript.add_env(ids, previous.index + 1)
+        state.env_turns += 1
+        return Phase.GENERATING
+
+    # --------------------------------------------------------------------------------- helpers
+    def _generation_context(self, state: EpisodeState, max_new: int) -> tuple[list[int], int]:
+        """What the model sees: the whole context, or (short-context option / over the limit) the question
+        plus the newest tokens; the question is never dropped."""
+        transcript = state.transcript
+        start = 0
+        if self.episode.context == "previous_attempt" and len(state.attempts) >= 2:
+            start = state.attempts[-2].start
+        prompt_len = transcript.prompt_len
+        max_new = min(max_new, self.context_limit - prompt_len)
+        room = self.context_limit - prompt_len - max_new
+        kept = transcript.response_len - start
+        if kept > room:
+            start = transcript.response_len - room
+        if start == 0:
+            return transcript.context, max_new  # no copy: the loop's cost stays linear in its tokens
+        return transcript.context[:prompt_len] + transcript.context[prompt_len + start :], max_new
+
+    def _append_env(self, state: EpisodeState, ids: list[int]) -> bool:
+        """Appends environment tokens; False (after appending what fits) when no room is left to generate."""
+        transcript = state.transcript
+        room = self.response_length - transcript.response_len
+        transcript.add_env(ids[:room], state.current.index)
+        state.env_turns += 1
+        return len(ids) < room
+
+    def _truncate(self, state: EpisodeState) -> Phase:
+        state.truncated = True
+        self._score(state, state.current)
+        return Phase.DONE
+
+    def _score(self, state: EpisodeState, attempt: AttemptRecord) -> None:
+        attempt.em = exact_match(attempt.answer, state.golds)
+        attempt.f1 = token_f1(attempt.answer, state.golds)
+        attempt.reward = self.reward.score(attempt.answer, state.golds)
+
+    @staticmethod
+    def _track_global_steps(state: EpisodeState, extra: dict[str, Any]) -> None:
+        low = extra.get("min_global_steps", extra.get("global_steps"))
+        high = extra.get("max_global_steps", extra.get("global_steps"))
+        if low is not None:
+            state.min_global_steps = int(low) if state.min_global_steps is None else min(state.min_global_steps, low)
+        if high is not None:
+            state.max_global_steps = int(high) if state.max_global_steps is None else max(state.max_global_steps, high)
+
+    def _output(self, state: EpisodeState, kwargs: dict[str, Any], timing: dict[str, float]) -> MRSearchAgentLoopOutput:
+        transcript = state.transcript
+        length = min(transcript.response_len, self.response_length)
+        k = self.episode.attempts
+        rewards, present = [0.0] * k, [0] * k
+        for attempt in state.attempts:
+            if attempt.start < length:
+                rewards[attempt.index] = attempt.reward
+                present[attempt.index] = 1
+        last_present = max((i for i in range(k) if present[i]), default=None)
+        final_reward = rewards[last_present] if last_present is not None else 0.0
+        fallback = int(kwargs.get("global_steps", 0) or 0)
+        low = state.min_global_steps if state.min_global_steps is not None else fallback
+        high = state.max_global_steps if state.max_global_steps is not None else low
+        metrics = episode_metrics(state, k)
+        return MRSearchAgentLoopOutput(
+            prompt_ids=transcript.prompt_ids,
+            response_ids=transcript.response_ids[:length],
+            response_mask=transcript.mask[:length],
+            response_logprobs=transcript.logprobs[:length] if transcript.has_logprobs else None,
+            attempt_ids=transcript.attempt_ids[:length],
+            attempt_rewards=rewards,
+            attempt_present=present,
+            # verl's own reward slot holds the final attempt's reward (the outcome); the advantage
+            # reads the per-attempt columns.
+            reward_score=final_reward,
+            num_turns=1 + state.model_turns + state.env_turns,
+            metrics=AgentLoopMetrics(**timing),
+            extra_fields={
+                "min_global_steps": int(low),
+                "max_global_steps": int(high),
+                "reward_extra_info": metrics,
+                "turn_scores": [],
+                "tool_rewards": [],
+                "mr_search_attempts": [
+                    {"index": a.index, "answer": a.answer, "queries": list(a.queries), "reward": a.reward}
+                    for a in state.attempts
+                    if present[a.index]
+                ],
+            },
+        )

@@ -1,0 +1,89 @@
+"""Reading a model turn: where it ends (the first closing tag) and what it asks for (search, answer, neither)."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+SEARCH_OPEN, SEARCH_CLOSE = "<search>", "</search>"
+ANSWER_OPEN, ANSWER_CLOSE = "<answer>", "</answer>"
+STOP_STRINGS = (SEARCH_CLOSE, ANSWER_CLOSE)
+
+
+class ActionKind(enum.Enum):
+    SEARCH = "search"
+    ANSWER = "answer"
+    INVALID = "invalid"
+
+
+@dataclass(frozen=True)
+class TurnAction:
+    """What a model turn asks for. ``content`` is the query or the answer (stripped); '' when invalid."""
+
+    kind: ActionKind
+    content: str = ""
+
+
+def first_close(text: str) -> tuple[int, str] | None:
+    """Returns (end offset, tag) of the earliest ``</search>`` or ``</answer>`` in ``text``, else None."""
+    best: tuple[int, str] | None = None
+    for tag in STOP_STRINGS:
+        index = text.find(tag)
+        if index >= 0 and (best is None or index < best[0] - len(best[1])):
+            best = (index + len(tag), tag)
+    return best
+
+
+def cut_after_close(token_ids: Sequence[int], decode: Callable[[Sequence[int]], str]) -> int | None:
+    """Returns how many leading tokens end with the first closing tag (None when the turn has none).
+
+    Backends may stop exactly at the tag, drop it, or (SGLang without a tokenizer) run past it; the
+    loop keeps the shortest token prefix whose text contains the first closing tag, and drops the
+    rest. A token that both finishes the tag and carries more text is kept whole: model tokens are
+    never split.
+    """
+    if first_close(decode(token_ids)) is None:
+        return None
+    low, high = 1, len(token_ids)
+    while low < high:  # smallest prefix whose text holds a closing tag (monotone in the prefix length)
+        middle = (low + high) // 2
+        if first_close(decode(token_ids[:middle])) is None:
+            low = middle + 1
+        else:
+            high = middle
+    return low
+
+
+def unclosed_tag(text: str) -> str | None:
+    """The closing tag a turn still needs when it ends inside ``<search>`` or ``<answer>`` (a backend that
+    trims stop strings leaves that), else None."""
+    for opener, closer in ((SEARCH_OPEN, SEARCH_CLOSE), (ANSWER_OPEN, ANSWER_CLOSE)):
+        start = text.rfind(opener)
+        if start >= 0 and closer not in text[start:]:
+            others = [text.rfind(other) for other in (SEARCH_OPEN, ANSWER_OPEN) if other != opener]
+            if all(start > other for other in others):
+                return closer
+    return None
+
+
+def parse_turn(text: str) -> TurnAction:
+    """Reads the action of one (already cut) model turn.
+
+    The turn's first closing tag decides: ``</search>`` with a non-blank query after the last
+    ``<search>`` before it is a search; ``</answer>`` after an ``<answer>`` is an answer (possibly
+    empty). Anything else (no tag, a closing tag without its opener, a blank query) is invalid.
+    """
+    close = first_close(text)
+    if close is None:
+        return TurnAction(ActionKind.INVALID)
+    end, tag = close
+    body = text[: end - len(tag)]
+    opener = SEARCH_OPEN if tag == SEARCH_CLOSE else ANSWER_OPEN
+    start = body.rfind(opener)
+    if start < 0:
+        return TurnAction(ActionKind.INVALID)
+    content = body[start + len(opener) :].strip()
+    if tag == SEARCH_CLOSE:
+        return TurnAction(ActionKind.SEARCH, content) if content else TurnAction(ActionKind.INVALID)
+    return TurnAction(ActionKind.ANSWER, content)

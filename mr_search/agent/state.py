@@ -1,0 +1,55 @@
+"""The state of one meta-episode: the phases of the state machine and what each attempt did."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+
+from mr_search.agent.parsing import TurnAction
+from mr_search.agent.tokens import Transcript
+
+
+class Phase(enum.Enum):
+    GENERATING = "generating"  # one model turn
+    ACTING = "acting"  # carry out the turn's search / answer / invalid action
+    ATTEMPT_END = "attempt_end"  # score the attempt, decide whether another follows
+    REFLECTING = "reflecting"  # append the between-attempts user turn
+    DONE = "done"
+
+
+@dataclass
+class AttemptRecord:
+    """One attempt (inner episode)."""
+
+    index: int
+    start: int  # response position of its first token
+    turns: int = 0
+    searches: int = 0
+    search_failures: int = 0
+    invalid_turns: int = 0
+    queries: list[str] = field(default_factory=list)
+    answer: str | None = None
+    reward: float = 0.0
+    em: float = 0.0
+    f1: float = 0.0
+
+
+@dataclass
+class EpisodeState:
+    """Everything one meta-episode accumulates; the loop's handlers read and update it."""
+
+    transcript: Transcript
+    golds: list[str]
+    request_id: str
+    attempts: list[AttemptRecord] = field(default_factory=list)
+    action: TurnAction | None = None
+    last_turn_ended_with_eos: bool = False
+    truncated: bool = False
+    model_turns: int = 0
+    env_turns: int = 0
+    min_global_steps: int | None = None
+    max_global_steps: int | None = None
+
+    @property
+    def current(self) -> AttemptRecord:
+        return self.attempts[-1]
