@@ -30,7 +30,8 @@ def extract_answer(text: str) -> str | None:
     matches = _ANSWER_RE.findall(text)
     if not matches:
         return None
-    return matches[-1].strip()
+    # "<answer>a<answer>b</answer>": the answer is what follows the last opener.
+    return matches[-1].rsplit("<answer>", 1)[-1].strip()
 
 
 def gold_answers(ground_truth: Any) -> list[str]:

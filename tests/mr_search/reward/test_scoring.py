@@ -74,6 +74,7 @@ def test_token_f1() -> None:
         ("<information>Doc 1(Title: x) <answer>Berlin</answer></information>", None),  # passages are not answers
         ("<answer>Rome</answer><information>Doc <answer>Oslo</answer></information>", "Rome"),
         ("<answer></answer>", ""),
+        ("<answer>a <answer>b</answer>", "b"),
     ],
 )
 def test_extract_answer(text: str, answer: str | None) -> None:
