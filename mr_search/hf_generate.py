@@ -1,0 +1,196 @@
+"""Local transformers generation behind verl's server-manager ``generate`` signature (no Ray, no server).
+
+``LocalServerManager`` lets the ``mr_search`` agent loop run in one process, for tests and for
+evaluation: concurrent ``generate`` calls from many meta-episodes are queued and decoded together in
+micro-batches on a worker thread, with the CPU rollout backend's sampler (``mr_search.cpu.generation``),
+so that the event loop (and the retrieval calls on it) keeps running while the model works.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from verl.workers.rollout.replica import TokenOutput
+
+from mr_search.cpu.generation import Generation, SamplingParams, generate_batch
+
+logger = logging.getLogger(__name__)
+
+
+def single_token_stops(tokenizer: Any, stops: Sequence[str]) -> tuple[int, ...]:
+    """Ids of the stop strings that are one token in ``tokenizer`` (matched by id, without decoding)."""
+    ids = []
+    for stop in stops:
+        encoded = tokenizer.encode(stop, add_special_tokens=False)
+        if len(encoded) == 1:
+            ids.append(int(encoded[0]))
+    return tuple(ids)
+
+
+def sampling_from_request(tokenizer: Any, params: dict[str, Any], default_max_new_tokens: int) -> SamplingParams:
+    """vLLM/SGLang-style request params -> ``SamplingParams``; one-token stop strings become stop ids."""
+    sampling = SamplingParams.from_request(params, default_max_new_tokens)
+    extra = single_token_stops(tokenizer, sampling.stop)
+    if not extra:
+        return sampling
+    return SamplingParams(
+        max_new_tokens=sampling.max_new_tokens,
+        temperature=sampling.temperature,
+        top_p=sampling.top_p,
+        top_k=sampling.top_k,
+        stop=sampling.stop,
+        stop_token_ids=tuple(dict.fromkeys(sampling.stop_token_ids + extra)),
+        ignore_eos=sampling.ignore_eos,
+        seed=sampling.seed,
+    )
+
+
+def generate_turn(
+    model: torch.nn.Module, tokenizer: Any, prompt_ids: Sequence[int], sampling_params: dict[str, Any]
+) -> Generation:
+    """Generates one turn from token ids (synchronously): the sampled ids, their log-probs, why it stopped.
+
+    ``sampling_params`` uses the vLLM/SGLang spellings (``max_tokens``, ``temperature`` (0 = greedy),
+    ``top_p``, ``top_k``, ``stop``, ``logprobs``...). Generation stops at eos, at a stop token id, or
+    right after the token that completes a stop string (kept in the output).
+    """
+    sampling = sampling_from_request(tokenizer, dict(sampling_params), default_max_new_tokens=1024)
+    (generation,) = generate_batch(
+        model,
+        [list(prompt_ids)],
+        [sampling],
+        eos_token_ids=_eos_ids(model, tokenizer),
+        pad_token_id=_pad_id(tokenizer),
+        decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
+    )
+    return generation
+
+
+def _eos_ids(model: torch.nn.Module, tokenizer: Any) -> list[int]:
+    ids = {tokenizer.eos_token_id}
+    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
+    if isinstance(configured, int):
+        ids.add(configured)
+    elif configured:
+        ids.update(configured)
+    return [int(i) for i in ids if i is not None]
+
+
+def _pad_id(tokenizer: Any) -> int:
+    return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+
+
+@dataclass
+class _Request:
+    prompt_ids: list[int]
+    sampling: SamplingParams
+    future: asyncio.Future[Generation]
+
+
+class LocalServerManager:
+    """A server manager with verl's ``generate(request_id, *, prompt_ids, sampling_params, ...)``
+    signature, backed by a local transformers model.
+
+    Args:
+        model: a causal LM (eval mode is set here).
+        tokenizer: its tokenizer (stop strings are decoded with it).
+        max_batch_size: most requests decoded together.
+        default_max_new_tokens: when a request gives neither ``max_tokens`` nor ``max_new_tokens``.
+        global_steps: reported in every output's ``extra_fields`` (verl's trainer reads it).
+    """
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        tokenizer: Any,
+        *,
+        max_batch_size: int = 32,
+        default_max_new_tokens: int = 1024,
+        global_steps: int = 0,
+    ) -> None:
+        if max_batch_size < 1:
+            raise ValueError(f"LocalServerManager.max_batch_size={max_batch_size} must be >= 1")
+        self.model = model.eval()
+        self.tokenizer = tokenizer
+        self.max_batch_size = max_batch_size
+        self.default_max_new_tokens = default_max_new_tokens
+        self.global_steps = global_steps
+        self._queue: list[_Request] = []
+        self._drainer: asyncio.Task[None] | None = None
+        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mr-search-hf")
+        self._eos = _eos_ids(model, tokenizer)
+        self.batches: list[int] = []  # size of each decoded batch, for inspection
+
+    @classmethod
+    def from_pretrained(cls, path: str | Path, **kwargs: Any) -> LocalServerManager:
+        """Loads a model directory (float32, CPU) and its tokenizer."""
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+
+        tokenizer = AutoTokenizer.from_pretrained(str(path))
+        model = AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32)
+        return cls(model, tokenizer, **kwargs)
+
+    async def generate(
+        self,
+        request_id: str,
+        *,
+        prompt_ids: list[int],
+        sampling_params: dict[str, Any],
+        image_data: Any = None,
+        video_data: Any = None,
+        audio_data: Any = None,
+        mm_processor_kwargs: Any = None,
+        **kwargs: Any,
+    ) -> TokenOutput:
+        if image_data or video_data or audio_data:
+            raise ValueError("LocalServerManager generates text only; got image, video or audio data")
+        sampling = sampling_from_request(self.tokenizer, dict(sampling_params), self.default_max_new_tokens)
+        loop = asyncio.get_running_loop()
+        request = _Request(list(prompt_ids), sampling, loop.create_future())
+        self._queue.append(request)
+        if self._drainer is None or self._drainer.done():
+            self._drainer = loop.create_task(self._drain())
+        generation = await request.future
+        return TokenOutput(
+            token_ids=generation.token_ids,
+            log_probs=generation.log_probs,
+            stop_reason="aborted" if generation.finish_reason == "abort" else "completed",
+            extra_fields={"global_steps": self.global_steps, "finish_reason": generation.finish_reason},
+        )
+
+    async def _drain(self) -> None:
+        loop = asyncio.get_running_loop()
+        while self._queue:
+            await asyncio.sleep(0)  # let the other meta-episodes queue their turns
+            batch, self._queue = self._queue[: self.max_batch_size], self._queue[self.max_batch_size :]
+            self.batches.append(len(batch))
+            try:
+                results = await loop.run_in_executor(self._executor, self._run, batch)
+            except Exception as error:  # hand the failure to every waiting caller
+                for request in batch:
+                    if not request.future.done():
+                        request.future.set_exception(error)
+                continue
+            for request, result in zip(batch, results, strict=True):
+                if not request.future.done():
+                    request.future.set_result(result)
+
+    def _run(self, batch: list[_Request]) -> list[Generation]:
+        return generate_batch(
+            self.model,
+            [r.prompt_ids for r in batch],
+            [r.sampling for r in batch],
+            eos_token_ids=self._eos,
+            pad_token_id=_pad_id(self.tokenizer),
+            decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=False),
+        )
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=False)
