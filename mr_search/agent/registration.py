@@ -2,17 +2,33 @@
 
 from __future__ import annotations
 
+import logging
+from types import ModuleType
+
 from mr_search.agent import AGENT_NAME
+
+logger = logging.getLogger(__name__)
+
+AGENT_LOOP_MODULE = "verl.experimental.agent_loop.agent_loop"
+
+
+def _register_into(agent_loop_module: ModuleType) -> None:
+    try:
+        from mr_search.agent.loop import MRSearchAgentLoop
+
+        agent_loop_module.register(AGENT_NAME)(MRSearchAgentLoop)
+    except Exception:  # never break verl's own import; the plugin test catches a missing name
+        logger.exception("could not register the %r agent loop with verl", AGENT_NAME)
 
 
 def register() -> None:
     """Makes ``actor_rollout_ref.rollout.agent.default_agent_loop=mr_search`` work; idempotent.
 
-    Uses verl's public ``register`` decorator, which records the class's import path for hydra; the
-    agent-loop workers look the name up when they build a loop for a row.
+    The entry is written right after verl imports its agent-loop module (at once if it already has),
+    through verl's public ``register`` decorator. ``import verl`` thus stays fast and never imports
+    the agent-loop machinery while verl itself is half-imported (VERL_CPU.md, pitfall 7); every
+    process that builds agent-loop workers imports that module, so the name is there when needed.
     """
-    from verl.experimental.agent_loop.agent_loop import register as register_agent_loop
+    from mr_search.cpu.import_hooks import when_imported
 
-    from mr_search.agent.loop import MRSearchAgentLoop
-
-    register_agent_loop(AGENT_NAME)(MRSearchAgentLoop)
+    when_imported(AGENT_LOOP_MODULE, _register_into)
