@@ -1,0 +1,178 @@
+"""verl V1 sync trainer whose advantage step hands the rollout's per-attempt columns to the mr_search estimator.
+
+Imported lazily (``mr_search.trainer.register``): it pulls in verl's whole V1 trainer stack.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+
+import numpy as np
+import torch
+from omegaconf import OmegaConf
+from tensordict import TensorDict
+from verl.protocol import DataProto
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.ray_trainer import apply_kl_penalty
+from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_add_to_batch
+from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
+from verl.workers.utils.padding import response_to_nested
+
+from mr_search.advantage import ESTIMATOR_NAME, AdvantageConfig, per_attempt_advantages
+from mr_search.advantage import register as register_estimator
+from mr_search.contract import COLUMNS
+from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
+from mr_search.trainer.metrics import attempt_statistics
+
+logger = logging.getLogger(__name__)
+
+# verl's PPOTrainer._compute_advantage fetches these; ours adds the contract columns.
+_VERL_FIELDS: Final = (
+    "uid",
+    "response_mask",
+    "rm_scores",
+    "rollout_log_probs",
+    "old_log_probs",
+    "ref_log_prob",
+    "values",
+)
+
+
+class MRSearchTrainer(PPOTrainerSync):
+    """verl's synchronous PPO trainer with the attempt-level advantage step (METHOD.md §4).
+
+    Selected with ``trainer.v1.trainer_mode=mr_search``. With ``algorithm.adv_estimator=mr_search`` the advantage
+    step fetches the per-attempt columns of ``mr_search.contract`` from TransferQueue, aligns them with the padded
+    batch (pad ids -1, verl's synthetic rows cut to their length, grouping by uid) and hands them to the
+    registered estimator; verl's KL-in-reward, rollout-correction and write-back steps are kept as verl has them
+    (``tests/mr_search/trainer`` fails if verl's version of this method changes). Any other estimator runs
+    verl's own step unchanged.
+
+    verl switches to its replay-buffer async path for any ``trainer_mode`` other than "sync", so this trainer
+    reports "sync" (and reads ``trainer.v1.sync`` options) whatever name selected it.
+    """
+
+    # TransferQueue client; a class attribute so that tests hand in an in-memory fake.
+    transfer_queue: Any = None
+
+    @property
+    def trainer_mode(self) -> str:
+        return "sync"
+
+    @trainer_mode.setter
+    def trainer_mode(self, value: str) -> None:
+        self.selected_trainer_mode = value  # verl assigns config.trainer.v1.trainer_mode; the mode stays "sync"
+
+    def __init__(self, config: Any) -> None:
+        super().__init__(config)
+        self.advantage_config = advantage_config_of(config)
+        register_estimator()  # normally done by the plugin on `import verl`; a no-op then
+
+    def _tq(self) -> Any:
+        if self.transfer_queue is None:
+            import transfer_queue
+
+            return transfer_queue
+        return self.transfer_queue
+
+    def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
+        """Advantage step: verl's, with the per-attempt columns handed to the mr_search estimator."""
+        if self.config.algorithm.adv_estimator != ESTIMATOR_NAME:
+            return super()._compute_advantage(batch, metrics)
+        tq = self._tq()
+        fields = [*_VERL_FIELDS, *COLUMNS]
+        data = tq.kv_batch_get(keys=batch.keys, partition_id=batch.partition_id, select_fields=fields)
+        present_fields = set(data.keys())
+        columns = {name: data.pop(name) for name in COLUMNS if name in present_fields}
+
+        response_mask = data["response_mask"]
+        data = DataProto(batch=data.to_padded_tensor())
+        data.batch["token_level_scores"] = data.batch["rm_scores"]
+        data.non_tensor_batch["uid"] = np.array(data.batch.pop("uid").tolist(), dtype=object)
+        attempts = attempt_batch_from_columns(
+            columns,
+            response_lengths=response_mask.offsets().diff(),
+            uids=data.non_tensor_batch["uid"],
+            width=data.batch["response_mask"].shape[1],
+        )
+
+        # 1. apply kl penalty to rewards (verl's step)
+        if self.config.algorithm.use_kl_in_reward:
+            data, kl_metrics = apply_kl_penalty(
+                data, kl_ctrl=self.kl_ctrl_in_reward, kl_penalty=self.config.algorithm.kl_penalty
+            )
+            metrics.update(kl_metrics)
+        else:
+            data.batch["token_level_rewards"] = data.batch["token_level_scores"]
+
+        # 2. rollout correction (verl's step)
+        rollout_corr_config = self.config.algorithm.get("rollout_correction", None)
+        bypass_recomputing_logprobs = rollout_corr_config and rollout_corr_config.get("bypass_mode", False)
+        rollout_correction = (
+            rollout_corr_config is not None and "rollout_log_probs" in data.batch and not bypass_recomputing_logprobs
+        )
+        if rollout_correction:
+            data, is_metrics = compute_rollout_correction_and_add_to_batch(data, rollout_corr_config)
+            metrics.update(is_metrics)
+
+        # 3. attempt-level advantages
+        advantages = self._attempt_advantages(data, attempts, metrics)
+        data.batch["advantages"] = advantages
+        data.batch["returns"] = advantages
+
+        # 4. write nested advantages and returns back to TransferQueue (verl's step)
+        fields = ["advantages", "returns"]
+        if self.config.algorithm.use_kl_in_reward:
+            fields.append("token_level_rewards")
+        if rollout_correction:
+            fields.append("response_mask")
+            if "rollout_is_weights" in data.batch:
+                fields.append("rollout_is_weights")
+        output = {field: response_to_nested(data.batch[field], response_mask) for field in fields}
+        return tq.kv_batch_put(
+            keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(output, batch_size=len(batch))
+        )
+
+    def _attempt_advantages(self, data: DataProto, attempts: AttemptBatch, metrics: dict) -> torch.Tensor:
+        """Calls the registered estimator with the attempt columns; logs per-attempt statistics."""
+        token_rewards = data.batch["token_level_rewards"]
+        response_mask = data.batch["response_mask"]
+        rewards = attempts.rewards.to(token_rewards.dtype)
+        if self.config.algorithm.use_kl_in_reward:
+            # The KL penalty verl put on each token counts towards the reward of the token's attempt.
+            penalty = (token_rewards - data.batch["token_level_scores"]) * response_mask
+            rewards = rewards + attempt_token_sums(penalty, attempts.attempt_ids, rewards.shape[1])
+            rewards = torch.where(attempts.present, rewards, torch.zeros_like(rewards))
+        estimator = core_algos.get_adv_estimator_fn(ESTIMATOR_NAME)
+        advantages, _ = estimator(
+            token_level_rewards=token_rewards,
+            response_mask=response_mask,
+            index=data.non_tensor_batch["uid"],
+            config=self.advantage_config,
+            attempt_ids=attempts.attempt_ids,
+            attempt_rewards=rewards,
+            attempt_present=attempts.present,
+        )
+        uids = data.non_tensor_batch["uid"]
+        per_attempt = per_attempt_advantages(rewards, attempts.present, uids, self.advantage_config)
+        metrics.update(
+            attempt_statistics(
+                per_attempt,
+                rewards,
+                attempts.present,
+                advantages,
+                attempts.attempt_ids,
+                response_mask,
+                attempts.is_padding,
+            )
+        )
+        return advantages
+
+
+def advantage_config_of(config: Any) -> AdvantageConfig:
+    """Reads ``mr_search.advantage`` from the training config (absent -> the paper defaults)."""
+    subtree = OmegaConf.select(config, "mr_search.advantage", default=None) if OmegaConf.is_config(config) else None
+    if subtree is None and isinstance(config, dict):
+        subtree = config.get("mr_search", {}).get("advantage")
+    return AdvantageConfig.from_config(subtree)

@@ -1,0 +1,121 @@
+"""Turns the per-attempt columns fetched from TransferQueue (jagged, per row) into padded ``[B, T]`` / ``[B, K]``."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from torch.nn.utils.rnn import pad_sequence
+
+from mr_search.contract import ATTEMPT_IDS, ATTEMPT_PRESENT, ATTEMPT_REWARDS, PAD_ATTEMPT_ID
+
+# verl's synthetic rows that make a batch divisible (verl/trainer/ppo/padding_utils.py) carry a uid starting
+# with this; verl's own uids are uuid4 hex strings, which cannot.
+PADDING_UID_PREFIX = "pad"
+
+
+@dataclass(frozen=True)
+class AttemptBatch:
+    """Per-attempt data of a batch, row-aligned with the padded trainer batch.
+
+    Attributes:
+        attempt_ids: int64 ``[B, T]`` attempt of each response token; ``PAD_ATTEMPT_ID`` past the row's length.
+        rewards: float32 ``[B, K]`` reward of each attempt (0 where absent).
+        present: bool ``[B, K]`` True where the attempt took place (all False on verl's padding rows).
+        is_padding: bool ``[B]`` True on verl's synthetic padding rows.
+    """
+
+    attempt_ids: torch.Tensor
+    rewards: torch.Tensor
+    present: torch.Tensor
+    is_padding: torch.Tensor
+
+
+def column_rows(column: Any) -> list[torch.Tensor]:
+    """Splits a column into one 1-D tensor per row: jagged nested tensor, padded tensor or list of sequences."""
+    rows = list(column.unbind(0)) if isinstance(column, torch.Tensor) else [torch.as_tensor(row) for row in column]
+    return [row.reshape(-1) for row in rows]
+
+
+def _pad_rows(rows: list[torch.Tensor], width: int, value: float, dtype: torch.dtype) -> torch.Tensor:
+    """Right-pads 1-D rows with ``value`` to ``[B, width]`` (rows longer than ``width`` are cut)."""
+    if not rows:
+        return torch.full((0, width), value, dtype=dtype)
+    padded = pad_sequence([row.to(dtype) for row in rows], batch_first=True, padding_value=value)
+    if padded.shape[1] >= width:
+        return padded[:, :width]
+    return torch.cat([padded, torch.full((padded.shape[0], width - padded.shape[1]), value, dtype=dtype)], dim=1)
+
+
+def attempt_batch_from_columns(
+    columns: dict[str, Any],
+    response_lengths: torch.Tensor | Sequence[int],
+    uids: Sequence[str] | np.ndarray,
+    width: int,
+) -> AttemptBatch:
+    """Aligns the contract columns (``mr_search.contract``) with the trainer's right-padded response batch.
+
+    Args:
+        columns: ``{ATTEMPT_IDS: [B, L_b], ATTEMPT_REWARDS: [B, K], ATTEMPT_PRESENT: [B, K]}`` as TransferQueue
+            returns them (jagged nested tensors; padded tensors and lists also accepted).
+        response_lengths: ``[B]`` response length of each row (its response mask's length).
+        uids: ``[B]`` group uid of each row, used only to recognise verl's synthetic padding rows.
+        width: T, the padded response width of the trainer batch (the batch's longest response).
+
+    Returns:
+        The batch's ``AttemptBatch``. Attempt ids are padded with -1 (never 0, which is attempt 0) and cut to each
+        row's length; padding rows (uid ``pad...``, copies of the first row with a 1-token response) have their
+        copied ids cut to that length and no attempt present.
+
+    Raises:
+        ValueError: a column is missing, or a real row's attempt ids do not have one entry per response token.
+    """
+    missing = [name for name in (ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_PRESENT) if name not in columns]
+    if missing:
+        raise ValueError(
+            f"per-attempt column(s) {missing} missing from the batch: the rollout must be MR-Search's agent loop "
+            "(mr_search.contract) when algorithm.adv_estimator=mr_search"
+        )
+    lengths = torch.as_tensor(response_lengths, dtype=torch.int64).reshape(-1)
+    num_rows = lengths.numel()
+    is_padding = torch.tensor([str(uid).startswith(PADDING_UID_PREFIX) for uid in uids], dtype=torch.bool)
+    if is_padding.numel() != num_rows:
+        raise ValueError(f"{is_padding.numel()} uids for {num_rows} rows")
+
+    id_rows = column_rows(columns[ATTEMPT_IDS])
+    reward_rows = column_rows(columns[ATTEMPT_REWARDS])
+    present_rows = column_rows(columns[ATTEMPT_PRESENT])
+    for name, rows in ((ATTEMPT_IDS, id_rows), (ATTEMPT_REWARDS, reward_rows), (ATTEMPT_PRESENT, present_rows)):
+        if len(rows) != num_rows:
+            raise ValueError(f"column {name} has {len(rows)} rows, the batch has {num_rows}")
+    id_lengths = torch.tensor([row.numel() for row in id_rows], dtype=torch.int64)
+    bad = ((id_lengths != lengths) & ~is_padding).nonzero().flatten()
+    if bad.numel():
+        row = int(bad[0])
+        raise ValueError(
+            f"row {row} (uid {uids[row]!r}) has {int(id_lengths[row])} attempt ids for {int(lengths[row])} response "
+            f"tokens ({bad.numel()} such rows): the agent loop must give {ATTEMPT_IDS} exactly one entry per response "
+            "token, cut to rollout.response_length together with the response"
+        )
+
+    attempt_ids = _pad_rows(id_rows, width, PAD_ATTEMPT_ID, torch.int64)
+    beyond = torch.arange(width)[None, :] >= lengths[:, None]
+    attempt_ids = attempt_ids.masked_fill(beyond, PAD_ATTEMPT_ID)
+    num_attempts = max((row.numel() for row in reward_rows), default=0)
+    rewards = _pad_rows(reward_rows, num_attempts, 0.0, torch.float32)
+    present = _pad_rows(present_rows, num_attempts, 0, torch.int64).bool()
+    present = present & ~is_padding[:, None]
+    rewards = torch.where(present, rewards, torch.zeros_like(rewards))
+    return AttemptBatch(attempt_ids=attempt_ids, rewards=rewards, present=present, is_padding=is_padding)
+
+
+def attempt_token_sums(values: torch.Tensor, attempt_ids: torch.Tensor, num_attempts: int) -> torch.Tensor:
+    """Sums a per-token ``[B, T]`` quantity within each attempt: ``[B, K]`` (tokens with id -1 are dropped)."""
+    valid = attempt_ids >= 0
+    sums = values.new_zeros((values.shape[0], num_attempts + 1))
+    index = torch.where(valid, attempt_ids, torch.full_like(attempt_ids, num_attempts))
+    sums.scatter_add_(1, index, torch.where(valid, values, torch.zeros_like(values)))
+    return sums[:, :num_attempts]

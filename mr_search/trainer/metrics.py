@@ -1,0 +1,57 @@
+"""Per-attempt statistics of rewards and advantages, logged by the MR-Search trainer under ``mr_search/``."""
+
+from __future__ import annotations
+
+import torch
+
+PREFIX = "mr_search"
+
+
+def attempt_statistics(
+    advantages: torch.Tensor,
+    rewards: torch.Tensor,
+    present: torch.Tensor,
+    token_advantages: torch.Tensor,
+    attempt_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    is_padding: torch.Tensor,
+) -> dict[str, float]:
+    """Summarises a batch per attempt (1-based names, as evaluation reports attempts k = 1..K).
+
+    Args:
+        advantages: float ``[B, K]`` attempt advantages.
+        rewards: float ``[B, K]`` attempt rewards.
+        present: bool ``[B, K]``.
+        token_advantages: float ``[B, T]`` the advantages the actor trains on.
+        attempt_ids: int ``[B, T]`` (-1 on padding).
+        response_mask: ``[B, T]``.
+        is_padding: bool ``[B]`` verl's synthetic rows, left out.
+
+    Returns:
+        ``{"mr_search/attempt_k/<stat>": value}`` with present_frac, reward_mean, adv_mean, adv_std, adv_min,
+        adv_max, adv_nonzero_frac (over present attempts) and trained_tokens; plus ``mr_search/num_attempts``.
+    """
+    real = ~is_padding
+    num_real = int(real.sum())
+    metrics: dict[str, float] = {f"{PREFIX}/num_attempts": float(advantages.shape[1])}
+    trained = response_mask.bool() & real[:, None]
+    for s in range(advantages.shape[1]):
+        name = f"{PREFIX}/attempt_{s + 1}"
+        here = present[:, s] & real
+        count = int(here.sum())
+        metrics[f"{name}/present_frac"] = count / num_real if num_real else 0.0
+        metrics[f"{name}/trained_tokens"] = float((trained & (attempt_ids == s)).sum())
+        if count == 0:
+            continue
+        adv = advantages[here, s].double()
+        metrics[f"{name}/reward_mean"] = float(rewards[here, s].double().mean())
+        metrics[f"{name}/adv_mean"] = float(adv.mean())
+        metrics[f"{name}/adv_std"] = float(adv.std(unbiased=False))
+        metrics[f"{name}/adv_min"] = float(adv.min())
+        metrics[f"{name}/adv_max"] = float(adv.max())
+        metrics[f"{name}/adv_nonzero_frac"] = float((adv != 0).double().mean())
+    if trained.any():
+        tokens = token_advantages[trained].double()
+        metrics[f"{PREFIX}/token_adv_mean"] = float(tokens.mean())
+        metrics[f"{PREFIX}/token_adv_abs_mean"] = float(tokens.abs().mean())
+    return metrics

@@ -1,0 +1,195 @@
+"""The MR-Search trainer's advantage step, driven with hand-built TransferQueue rows as the agent loop writes them."""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+
+import numpy as np
+import pytest
+import torch
+from omegaconf import OmegaConf
+from transfer_queue import KVBatchMeta
+from verl.trainer.ppo import core_algos
+from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+
+from mr_search.advantage import AdvantageConfig, attempt_advantages
+from mr_search.advantage import register as register_estimator
+from mr_search.contract import ATTEMPT_IDS, ATTEMPT_PRESENT, ATTEMPT_REWARDS
+from mr_search.trainer.attempt_trainer import MRSearchTrainer, advantage_config_of
+
+# The verl method our _compute_advantage mirrors (verl 0.9.1). If this changes, re-read verl's
+# PPOTrainer._compute_advantage and bring MRSearchTrainer._compute_advantage in line before updating the hash.
+VERL_COMPUTE_ADVANTAGE_SHA256 = "2a4a2aa4a475b228d401959818e0b9019276ce27961c133961de217baa387da7"
+
+# (uid, per-token attempt ids, response mask, attempt rewards, attempt present)
+TRAJECTORIES = {
+    "a1": ("A", [0, 0, 0, 1, 1], [1, 1, 0, 1, 1], [0.0, 1.0], [1, 1]),
+    "a2": ("A", [0, 0, 1, 1], [1, 0, 1, 1], [0.0, 0.0], [1, 1]),
+    "b1": ("B", [0, 1, 1, 1, 1, 1], [1, 0, 1, 1, 0, 1], [1.0, 1.0], [1, 1]),
+    "b2": ("B", [0, 0, 1], [1, 1, 1], [0.0, 0.0], [1, 1]),
+    "b3": ("B", [0, 0], [1, 1], [1.0, 0.0], [1, 0]),  # cut short: no second attempt
+}
+# METHOD.md §4 by hand (gamma = 1, leave-one-out): group A is the worked example; group B's attempt 1 rewards
+# (1, 0, 1) give (0.5, -1, 0.5), its attempt 2 (b1, b2 only) gives (1, -1).
+EXPECTED = {"a1": [1.0, 1.0], "a2": [-1.0, -1.0], "b1": [1.5, 1.0], "b2": [-2.0, -1.0], "b3": [0.5, 0.0]}
+
+
+def _row(name: str) -> dict:
+    uid, ids, mask, rewards, present = TRAJECTORIES[name]
+    scores = torch.zeros(len(ids))
+    scores[-1] = rewards[-1]  # verl's reward manager puts a trajectory score on the last token
+    return {
+        "uid": uid,
+        "response_mask": torch.tensor(mask, dtype=torch.int64),
+        "rm_scores": scores,
+        "old_log_probs": torch.full((len(ids),), -1.0),
+        "ref_log_prob": torch.full((len(ids),), -1.2),
+        ATTEMPT_IDS: torch.tensor(ids, dtype=torch.int64),
+        ATTEMPT_REWARDS: torch.tensor(rewards, dtype=torch.float32),
+        ATTEMPT_PRESENT: torch.tensor(present, dtype=torch.int64),
+    }
+
+
+def _padding_row(template: dict) -> dict:
+    """verl's synthetic row (padding_utils.py): every field of the template, a 1-token response with mask 0."""
+    row = {key: value.clone() if isinstance(value, torch.Tensor) else value for key, value in template.items()}
+    row.update(uid="pad0123abc", response_mask=torch.zeros(1, dtype=torch.int64), rm_scores=torch.zeros(1))
+    row.update(old_log_probs=torch.zeros(1), ref_log_prob=torch.zeros(1))
+    return row
+
+
+def _trainer(fake_tq, **algorithm) -> MRSearchTrainer:
+    config = OmegaConf.create(
+        {
+            "algorithm": {
+                "adv_estimator": "mr_search",
+                "use_kl_in_reward": False,
+                "kl_penalty": "kl",
+                "rollout_correction": None,
+                **algorithm,
+            },
+            "mr_search": {"advantage": {"gamma": 1.0, "baseline": "loo"}},
+        }
+    )
+    register_estimator()  # as MRSearchTrainer.__init__ does
+    trainer = MRSearchTrainer.__new__(MRSearchTrainer)  # the advantage step needs no workers
+    trainer.config = config
+    trainer.advantage_config = advantage_config_of(config)
+    trainer.transfer_queue = fake_tq
+    return trainer
+
+
+@pytest.fixture
+def batch(fake_tq) -> KVBatchMeta:
+    # Rows in the order verl's batch balancing left them, verl's padding row among them.
+    order = ["b1", "a1", "pad", "b3", "a2", "b2"]
+    rows = {name: _row(name) for name in TRAJECTORIES}
+    rows["pad"] = _padding_row(rows["b1"])
+    fake_tq.put_rows({f"key-{name}": rows[name] for name in order})
+    return KVBatchMeta(partition_id="train", keys=[f"key-{name}" for name in order], tags=[{} for _ in order])
+
+
+def _written(fake_tq, name: str, field: str) -> list[float]:
+    return fake_tq.rows[f"key-{name}"][field].tolist()
+
+
+def test_each_token_gets_its_attempts_advantage_grouped_by_uid(fake_tq, batch: KVBatchMeta) -> None:
+    metrics: dict = {}
+    _trainer(fake_tq)._compute_advantage(batch, metrics)
+    for name, (_, ids, mask, _, _) in TRAJECTORIES.items():
+        want = [EXPECTED[name][s] * m for s, m in zip(ids, mask, strict=True)]
+        assert _written(fake_tq, name, "advantages") == pytest.approx(want), name
+        assert _written(fake_tq, name, "returns") == pytest.approx(want), name
+    # verl's padding row: one token, advantage 0, and it did not join any group.
+    assert _written(fake_tq, "pad", "advantages") == [0.0]
+    assert metrics["mr_search/attempt_1/adv_mean"] == pytest.approx(0.0, abs=1e-6)
+    assert metrics["mr_search/attempt_1/adv_max"] == pytest.approx(1.5)
+    assert metrics["mr_search/attempt_2/present_frac"] == pytest.approx(4 / 5)
+    assert metrics["mr_search/attempt_2/reward_mean"] == pytest.approx(0.5)
+    assert metrics["mr_search/attempt_1/trained_tokens"] == 8.0
+
+
+def test_zero_rewards_everywhere_give_zero_advantages(fake_tq, batch: KVBatchMeta) -> None:
+    for row in fake_tq.rows.values():
+        row[ATTEMPT_REWARDS] = torch.zeros_like(row[ATTEMPT_REWARDS])
+    _trainer(fake_tq)._compute_advantage(batch, {})
+    assert all(torch.count_nonzero(row["advantages"]) == 0 for row in fake_tq.rows.values())
+
+
+def test_kl_in_reward_counts_towards_each_attempts_reward(fake_tq, batch: KVBatchMeta) -> None:
+    trainer = _trainer(fake_tq, use_kl_in_reward=True)
+    trainer.kl_ctrl_in_reward = core_algos.FixedKLController(kl_coef=0.5)
+    metrics: dict = {}
+    trainer._compute_advantage(batch, metrics)
+    assert metrics["actor/reward_kl_penalty_coeff"] == 0.5
+    names = list(TRAJECTORIES)
+    # KL = old - ref = 0.2 on every trained token, penalty 0.5 * 0.2 = 0.1 per trained token of the attempt.
+    rewards, present = [], []
+    for name in names:
+        _, ids, mask, attempt_rewards, attempt_present = TRAJECTORIES[name]
+        trained = [sum(m for s2, m in zip(ids, mask, strict=True) if s2 == s) for s in range(2)]
+        rewards.append([r - 0.1 * n for r, n in zip(attempt_rewards, trained, strict=True)])
+        present.append(attempt_present)
+        assert _written(fake_tq, name, "token_level_rewards")[0] == pytest.approx(-0.1 * mask[0])
+    want = attempt_advantages(
+        torch.tensor(rewards, dtype=torch.float64),
+        torch.tensor(present, dtype=torch.bool),
+        [TRAJECTORIES[n][0] for n in names],
+    )
+    for i, name in enumerate(names):
+        _, ids, mask, _, _ = TRAJECTORIES[name]
+        expected = [float(want[i, s]) * m for s, m in zip(ids, mask, strict=True)]
+        assert _written(fake_tq, name, "advantages") == pytest.approx(expected, abs=1e-6), name
+
+
+def test_options_of_the_config_subtree_are_used(fake_tq, batch: KVBatchMeta) -> None:
+    trainer = _trainer(fake_tq)
+    trainer.advantage_config = AdvantageConfig(gamma=0.0)
+    trainer._compute_advantage(batch, {})
+    # gamma = 0: a1's first attempt (reward 0 like a2's) gets no credit from its right second attempt.
+    assert _written(fake_tq, "a1", "advantages") == [0.0, 0.0, 0.0, 1.0, 1.0]
+
+
+def test_missing_attempt_columns_fail_with_a_clear_message(fake_tq, batch: KVBatchMeta) -> None:
+    for row in fake_tq.rows.values():
+        del row[ATTEMPT_IDS]
+    with pytest.raises(ValueError, match="agent loop"):
+        _trainer(fake_tq)._compute_advantage(batch, {})
+
+
+def test_reports_sync_mode_whatever_name_selected_it() -> None:
+    trainer = MRSearchTrainer.__new__(MRSearchTrainer)
+    trainer.trainer_mode = "mr_search"  # what verl's __init__ assigns from trainer.v1.trainer_mode
+    assert trainer.trainer_mode == "sync"
+    assert trainer.selected_trainer_mode == "mr_search"
+
+
+def test_advantage_config_is_read_from_the_mr_search_subtree() -> None:
+    config = OmegaConf.create({"mr_search": {"advantage": {"gamma": 0.5, "baseline": "grpo"}}})
+    assert advantage_config_of(config) == AdvantageConfig(gamma=0.5, baseline="grpo")
+    assert advantage_config_of(OmegaConf.create({"algorithm": {}})) == AdvantageConfig()
+    with pytest.raises(ValueError, match="valid keys"):
+        advantage_config_of(OmegaConf.create({"mr_search": {"advantage": {"discount": 1.0}}}))
+
+
+def test_verl_advantage_step_is_the_one_mirrored() -> None:
+    source = inspect.getsource(PPOTrainer._compute_advantage)
+    assert hashlib.sha256(source.encode()).hexdigest() == VERL_COMPUTE_ADVANTAGE_SHA256, (
+        "verl's PPOTrainer._compute_advantage changed: re-sync MRSearchTrainer._compute_advantage with it"
+    )
+
+
+def test_uids_arrive_as_an_object_array(fake_tq, batch: KVBatchMeta) -> None:
+    seen = {}
+    trainer = _trainer(fake_tq)
+    original = core_algos.ADV_ESTIMATOR_REGISTRY["mr_search"]
+    core_algos.ADV_ESTIMATOR_REGISTRY["mr_search"] = lambda **kw: (seen.update(kw), original(**kw))[1]
+    try:
+        trainer._compute_advantage(batch, {})
+    finally:
+        core_algos.ADV_ESTIMATOR_REGISTRY["mr_search"] = original
+    assert isinstance(seen["index"], np.ndarray)
+    assert list(seen["index"]) == ["B", "A", "pad0123abc", "B", "A", "B"]
+    assert seen["attempt_ids"].shape == (6, 6)
+    assert seen["config"] == AdvantageConfig()
