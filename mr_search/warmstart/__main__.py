@@ -1,0 +1,22 @@
+"""``python -m mr_search.warmstart [--base DIR]``: builds (or finds) the warm-started policy and prints its dir."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from pathlib import Path
+
+from mr_search.warmstart.train import ensure_warmstart
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m mr_search.warmstart", description=__doc__)
+    parser.add_argument("--base", type=Path, default=None, help="HF model dir to start from (default: the tiny policy)")
+    parser.add_argument("--out", type=Path, default=None, help="output dir (default: $MR_SEARCH_CACHE/warmstart/<key>)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    print(ensure_warmstart(base_model=args.base, out_dir=args.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,215 @@
+"""The supervised warm start: a short causal-LM pass over synthetic transcripts, cached as an HF model dir."""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import json
+import logging
+import random
+import shutil
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from mr_search.agent.tokens import EnvEncoder
+from mr_search.tiny_model import cache_root, ensure_tiny_model
+from mr_search.warmstart.lookup import LexicalIndex
+from mr_search.warmstart.render import Encoded, encode
+from mr_search.warmstart.transcripts import TranscriptConfig, build_transcripts
+
+logger = logging.getLogger(__name__)
+
+# Bump when transcripts, layout or training change in a way the config does not show: rebuilds caches.
+WARMSTART_VERSION = 1  # 1: Search-R1 layout of the mr_search agent loop (agent/tokens.py)
+
+
+@dataclass(frozen=True)
+class WarmStartConfig:
+    """The supervised pass. Defaults take about a minute on 2 CPU cores for the tiny policy.
+
+    Attributes:
+        num_transcripts: synthetic meta-episodes drawn from the training questions.
+        steps: optimizer steps.
+        batch_size: transcripts per step.
+        lr: peak learning rate (AdamW, linear warm-up, then cosine decay to 10%).
+        warmup_steps: linear warm-up steps.
+        max_length: transcripts are cut to this many tokens.
+        transcripts: how the transcripts are drawn (attempts K, top-k, wrong-attempt rate, seed).
+        seed: torch seed (batch order and initialisation of the optimizer state).
+    """
+
+    num_transcripts: int = 2048
+    steps: int = 300
+    batch_size: int = 16
+    lr: float = 3e-3
+    warmup_steps: int = 20
+    max_length: int = 1024
+    transcripts: TranscriptConfig = field(default_factory=TranscriptConfig)
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name in ("num_transcripts", "steps", "batch_size", "max_length"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"WarmStartConfig.{name}={getattr(self, name)}: use a positive integer")
+        if not 0.0 < self.lr < 1.0:
+            raise ValueError(f"WarmStartConfig.lr={self.lr}: use a learning rate in (0, 1)")
+        if not 0 <= self.warmup_steps <= self.steps:
+            raise ValueError(f"WarmStartConfig.warmup_steps={self.warmup_steps}: use a value in [0, steps]")
+
+    def key(self) -> str:
+        payload = json.dumps({"version": WARMSTART_VERSION, **asdict(self)}, sort_keys=True)
+        return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def _batch(examples: Sequence[Encoded], pad_id: int, max_length: int):
+    import torch
+
+    length = min(max_length, max(len(e.input_ids) for e in examples))
+    ids = torch.full((len(examples), length), pad_id, dtype=torch.long)
+    labels = torch.full((len(examples), length), -100, dtype=torch.long)
+    attention = torch.zeros((len(examples), length), dtype=torch.long)
+    for row, example in enumerate(examples):
+        n = min(length, len(example.input_ids))
+        ids[row, :n] = torch.tensor(example.input_ids[:n])
+        attention[row, :n] = 1
+        mask = torch.tensor(example.loss_mask[:n], dtype=torch.bool)
+        labels[row, :n] = torch.where(mask, ids[row, :n], torch.full_like(ids[row, :n], -100))
+    return ids, attention, labels
+
+
+def supervised_pass(
+    model,
+    examples: Sequence[Encoded],
+    config: WarmStartConfig,
+    pad_id: int,
+    on_step: Callable[[int, float], None] | None = None,
+) -> list[float]:
+    """Trains ``model`` in place on ``examples`` (loss on model-written tokens only); returns the loss per step."""
+    import math
+
+    import torch
+
+    if not examples:
+        raise ValueError("supervised_pass: no examples to train on")
+    torch.manual_seed(config.seed)
+    order = random.Random(config.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=config.lr, weight_decay=0.0)
+
+    def schedule(step: int) -> float:
+        if step < config.warmup_steps:
+            return (step + 1) / (config.warmup_steps + 1)
+        progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
+        return 0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * progress))
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    model.train()
+    losses: list[float] = []
+    pool: list[int] = []
+    for step in range(config.steps):
+        if len(pool) < config.batch_size:
+            fresh = list(range(len(examples)))
+            order.shuffle(fresh)
+            pool.extend(fresh)
+        chosen, pool = pool[: config.batch_size], pool[config.batch_size :]
+        ids, attention, labels = _batch([examples[i] for i in chosen], pad_id, config.max_length)
+        loss = model(input_ids=ids, attention_mask=attention, labels=labels).loss
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        scheduler.step()
+        losses.append(float(loss.detach()))
+        if on_step is not None:
+            on_step(step, losses[-1])
+    model.eval()
+    return losses
+
+
+def _read_jsonl(path: Path) -> list[dict]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _fingerprint(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
+
+
+def ensure_warmstart(
+    base_model: Path | str | None = None,
+    out_dir: Path | str | None = None,
+    config: WarmStartConfig = WarmStartConfig(),
+    world=None,
+) -> Path:
+    """Returns the warm-started policy's HF model dir, training it once (cached, keyed by everything it uses).
+
+    Args:
+        base_model: the tiny policy to start from (default: ``ensure_tiny_model()``).
+        out_dir: where to save (default: ``$MR_SEARCH_CACHE/warmstart/<key>``).
+        config: the supervised pass.
+        world: a ``WorldPaths`` (default: the embedded world, ``ensure_world()``).
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    if world is None:
+        from mr_search_retrieval.embedded.world import ensure_world
+
+        world = ensure_world()
+    base = Path(base_model) if base_model is not None else ensure_tiny_model()
+    if not (base / "config.json").is_file():
+        raise FileNotFoundError(
+            f"warm start: {base} holds no HF model (config.json); build it with ensure_tiny_model()"
+        )
+    key_payload = {
+        "config": config.key(),
+        "base": _fingerprint(base / "config.json") + _fingerprint(base / "tokenizer.json"),
+        "world": _fingerprint(world.corpus) + _fingerprint(world.train),
+    }
+    key = hashlib.sha256(json.dumps(key_payload, sort_keys=True).encode()).hexdigest()[:12]
+    out = Path(out_dir) if out_dir is not None else cache_root() / "warmstart" / key
+    done = out / ".complete"
+    if done.exists():
+        return out
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():
+            return out
+        started = time.monotonic()
+        tokenizer = AutoTokenizer.from_pretrained(base)
+        model = AutoModelForCausalLM.from_pretrained(base, dtype="float32")
+        index = LexicalIndex(_read_jsonl(world.corpus))
+        transcripts = build_transcripts(_read_jsonl(world.train), index, config.num_transcripts, config.transcripts)
+        env = EnvEncoder(tokenizer)
+        examples = [encode(t, tokenizer, env) for t in transcripts]
+        logger.info(
+            "warm start: %d transcripts (mean %.0f tokens), %d steps",
+            len(examples),
+            sum(len(e.input_ids) for e in examples) / len(examples),
+            config.steps,
+        )
+
+        def report(step: int, loss: float) -> None:
+            if step % 50 == 0 or step == config.steps - 1:
+                logger.info("warm start step %d/%d loss %.3f", step + 1, config.steps, loss)
+
+        losses = supervised_pass(model, examples, config, tokenizer.pad_token_id, on_step=report)
+        tmp = out.with_name(f".{out.name}.tmp")
+        shutil.rmtree(tmp, ignore_errors=True)
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+        summary = {
+            "key": key,
+            **key_payload,
+            "first_loss": losses[0],
+            "final_loss": losses[-1],
+            "seconds": round(time.monotonic() - started, 1),
+            "settings": asdict(config),
+        }
+        (tmp / "warmstart.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
+        shutil.rmtree(out, ignore_errors=True)
+        tmp.rename(out)
+        done.write_text(key + "\n")
+        logger.info("warm start saved to %s (loss %.3f -> %.3f)", out, losses[0], losses[-1])
+    return out
