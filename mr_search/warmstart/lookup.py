@@ -11,8 +11,8 @@ from typing import Any
 _WORD = re.compile(r"\w+")
 # Question words carry no evidence about which passage answers.
 _STOP = frozenset(
-    ("a", "an", "the", "of", "in", "is", "was", "which", "what", "who", "where", "when", "how", "did", "does")
-    + ("born", "flows", "through")
+    {"a", "an", "the", "of", "in", "is", "was", "which", "what", "who", "where", "when", "how", "did", "does"}
+    | {"born", "flows", "through"}
 )
 
 
