@@ -1,0 +1,127 @@
+"""A real tiny transformers model generating through the loop, against the real embedded retrieval service."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+import torch
+from omegaconf import OmegaConf
+from verl.experimental.agent_loop.agent_loop import DictConfigWrap
+from verl.utils.dataset.rl_dataset import RLHFDataset
+
+from mr_search import prompts
+from mr_search.agent.loop import MRSearchAgentLoop
+from mr_search.hf_generate import LocalServerManager
+from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
+from mr_search.tiny_model import ensure_tiny_model
+
+uvicorn = pytest.importorskip("uvicorn")
+pytestmark = pytest.mark.slow
+
+
+class FirstTurnForced(torch.nn.Module):
+    """The tiny model is random: force its first turn to be a search for the question, then let it write."""
+
+    def __init__(self, model: torch.nn.Module, forced: list[int]) -> None:
+        super().__init__()
+        self.model, self.forced, self.step = model, forced, 0
+        self.generation_config = model.generation_config
+
+    def forward(self, **kwargs: Any) -> Any:
+        out = self.model(**kwargs)
+        if self.step < len(self.forced):
+            out.logits[:, -1, self.forced[self.step]] += 1e4
+        self.step += 1
+        return out
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+async def test_tiny_model_meta_episode_against_the_embedded_service(kit: SimpleNamespace) -> None:
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mr_search_retrieval.app import create_app
+    from mr_search_retrieval.embedded.world import ensure_world
+    from mr_search_retrieval.server import build_parser, config_from_args
+
+    world = ensure_world()
+    with open(world.test, encoding="utf-8") as handle:
+        question = json.loads(handle.readline())
+    model_dir = ensure_tiny_model()
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
+
+    port = _free_port()
+    config = config_from_args(build_parser().parse_args(["--port", str(port)]))  # the embedded default (dense)
+    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
+    serving = asyncio.create_task(server.serve())
+    client = RetrievalClient(RetrieverConfig(url=f"http://127.0.0.1:{port}/retrieve", timeout_s=60))
+    try:
+        for _ in range(600):
+            if server.started or serving.done():
+                break
+            await asyncio.sleep(0.2)
+        assert server.started, "the embedded retrieval service did not start"
+
+        first_turn = f"<think> I should search. </think><search> {question['question']} </search>"
+        forced = tokenizer(first_turn, add_special_tokens=False)["input_ids"]
+        manager = LocalServerManager(FirstTurnForced(model, forced), tokenizer)
+        trainer_config = OmegaConf.create(
+            {
+                "actor_rollout_ref": {"rollout": {"prompt_length": 512, "response_length": 2048, "name": "mr_hf"}},
+                "data": {"apply_chat_template_kwargs": {}},
+                "mr_search": {"episode": {"max_new_tokens_per_turn": 24}},
+            }
+        )
+        loop = MRSearchAgentLoop(
+            trainer_config=DictConfigWrap(trainer_config),
+            server_manager=manager,
+            tokenizer=tokenizer,
+            processor=None,
+            dataset_cls=RLHFDataset,
+            data_config=DictConfigWrap(trainer_config.data),
+            retrieval_client=client,
+        )
+        row = {
+            "raw_prompt": [{"role": "user", "content": prompts.question_prompt(question["question"])}],
+            "reward_model": {"ground_truth": {"target": question["golden_answers"]}},
+        }
+        sampling = {"temperature": 0, "top_p": 1.0, "top_k": -1, "repetition_penalty": 1.0, "logprobs": True}
+        output = await loop.run(sampling, **row)
+
+        expected_docs = (await client.retrieve([question["question"]], 3))[0]
+        manager.close()
+    finally:
+        server.should_exit = True
+        await serving
+        await client.close()
+
+    kit.check(output, 2048)
+    assert output.attempt_present == [1, 1, 1]  # all K attempts ran
+    assert client.failures == 0
+    text = tokenizer.decode(output.response_ids)
+    assert text.startswith(first_turn)
+    # The passages in the context are exactly what the service returns for the query.
+    assert f"<information>{prompts.format_passages(expected_docs)}</information>" in text
+    assert output.extra_fields["reward_extra_info"]["searches_at_1"] >= 1.0
+
+    # Token-in/token-out: every freely generated token's log-prob is the model's on the trained sequence.
+    sequence = torch.tensor([output.prompt_ids + output.response_ids])
+    with torch.no_grad():
+        logits = model(input_ids=sequence).logits[0].float()
+    prompt_len = len(output.prompt_ids)
+    log_probs = torch.log_softmax(logits[prompt_len - 1 : -1], dim=-1)
+    recomputed = log_probs[torch.arange(len(output.response_ids)), torch.tensor(output.response_ids)]
+    free = [i for i, m in enumerate(output.response_mask) if m == 1 and i >= len(forced)]
+    assert len(free) > 24
+    recorded = torch.tensor([output.response_logprobs[i] for i in free])
+    assert torch.allclose(recorded, recomputed[free], atol=1e-3)
