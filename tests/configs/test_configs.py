@@ -42,11 +42,11 @@ PAPER_VALUES: dict[str, object] = {
     "trainer.nnodes": 1,
     "trainer.total_training_steps": 300,
     "trainer.v1.trainer_mode": "mr_search",
-    "mr_search.episode.max_attempts": 3,
-    "mr_search.episode.max_turns": 3,
-    "mr_search.episode.max_turn_tokens": 1024,
+    "mr_search.episode.attempts": 3,
+    "mr_search.episode.max_turns_per_attempt": 3,
+    "mr_search.episode.topk": 3,
+    "mr_search.episode.max_new_tokens_per_turn": 1024,
     "mr_search.episode.max_information_tokens": 1024,
-    "mr_search.retriever.topk": 3,
     "mr_search.reward.metric": "em",
     "mr_search.reward.format_score": 0.0,
     "mr_search.advantage.gamma": 1.0,
@@ -95,7 +95,7 @@ def test_embedded_config_composes_and_validates(compose_config, config_dir):
     assert config.data.train_batch_size * config.actor_rollout_ref.rollout.n <= 32, "embedded run must stay tiny"
     # Only sizes change: the algorithm is the paper's.
     assert config.algorithm.adv_estimator == "mr_search"
-    assert config.mr_search.episode.max_attempts == 3
+    assert config.mr_search.episode.attempts == 3
     assert config.actor_rollout_ref.rollout.top_p == 0.95
 
 
@@ -120,7 +120,24 @@ def test_main_ppo_command_line_composes_from_any_directory(tmp_path, config_dir)
     printed = yaml.safe_load(result.stdout[result.stdout.index("actor_rollout_ref:") :])
     assert printed["algorithm"]["adv_estimator"] == "mr_search"
     assert printed["actor_rollout_ref"]["rollout"]["n"] == 5
-    assert printed["mr_search"]["episode"]["max_attempts"] == 3
+    assert printed["mr_search"]["episode"]["attempts"] == 3
+
+
+@pytest.mark.parametrize("name", ["mr_search_paper", "mr_search_embedded"])
+def test_project_subtrees_pass_their_owners_typed_configs(compose_config, name):
+    """Each ``mr_search.*`` subtree is accepted by the dataclass its owner builds from it (no unknown keys)."""
+    from mr_search.advantage.config import AdvantageConfig
+    from mr_search.agent.config import EpisodeConfig
+    from mr_search.retrieval_client import RetrieverConfig
+    from mr_search.reward.config import RewardConfig
+
+    subtrees = compose_config(name, ["actor_rollout_ref.model.path=/tmp/tiny"]).mr_search
+    assert set(subtrees) == {"episode", "retriever", "reward", "advantage"}
+    episode = EpisodeConfig.from_config(subtrees.episode)
+    assert episode.attempts == 3
+    assert RetrieverConfig.from_config(subtrees.retriever).url.endswith("/retrieve")
+    assert RewardConfig.from_config(subtrees.reward).metric == "em"
+    assert AdvantageConfig.from_config(subtrees.advantage).gamma == 1.0
 
 
 KEY_LINE = re.compile(r"^\s*['\"]?[A-Za-z_][\w.@/-]*['\"]?\s*:")
