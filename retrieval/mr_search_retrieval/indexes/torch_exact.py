@@ -76,7 +76,7 @@ class TorchExactIndex:
             shard = torch.empty((b - a, matrix.shape[1]), dtype=dtype, device=dev)
             for s in range(a, b, _COPY_ROWS):
                 e = min(b, s + _COPY_ROWS)
-                shard[s - a : e - a] = torch.from_numpy(np.ascontiguousarray(matrix[s:e])).to(dev, dtype)
+                shard[s - a : e - a] = torch.from_numpy(np.array(matrix[s:e])).to(dev, dtype)
             shards.append(shard)
         logger.info("torch exact index: %d x %d %s on %s", matrix.shape[0], matrix.shape[1], dtype, devices)
         return cls(shards, chunk_rows=chunk_rows)
