@@ -31,19 +31,28 @@ _QUESTION_RE: Final = re.compile(r"Question:\s*(.*?)\s*$", re.DOTALL)
 
 
 def make_attempt(
-    index: int, turns: Sequence[Mapping[str, str]], golds: Sequence[str], advantage: float | None = None
+    index: int,
+    turns: Sequence[Mapping[str, str]],
+    golds: Sequence[str],
+    advantage: float | None = None,
+    scored: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Builds an attempt entry, scoring the last ``<answer>`` of its model turns (METHOD.md §3)."""
-    model_text = "".join(t["content"] for t in turns if t["role"] == "assistant")
-    answer = extract_answer(model_text)
-    em = exact_match(answer, golds)
+    """Builds an attempt entry.
+
+    ``scored`` holds what the agent loop decided (``answer``, ``reward``, ``em``, ``f1``); without it the
+    last ``<answer>`` of the model turns is scored here (METHOD.md §3), with reward = EM.
+    """
+    if scored is None:
+        answer = extract_answer("".join(t["content"] for t in turns if t["role"] == "assistant"))
+        em = exact_match(answer, golds)
+        scored = {"answer": answer, "reward": em, "em": em, "f1": token_f1(answer, golds) if answer else 0.0}
     return {
         "index": index,
         "turns": [{"role": str(t["role"]), "content": str(t["content"])} for t in turns],
-        "answer": answer,
-        "reward": em,
-        "em": em,
-        "f1": token_f1(answer, golds) if answer is not None else 0.0,
+        "answer": scored["answer"],
+        "reward": float(scored["reward"]),
+        "em": float(scored["em"]),
+        "f1": float(scored["f1"]),
         "advantage": advantage,
     }
 
