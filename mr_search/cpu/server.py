@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import dataclasses
 import logging
 import os
 import threading
@@ -27,6 +28,7 @@ from verl.workers.config import HFModelConfig, RolloutConfig
 from verl.workers.rollout.replica import RolloutMode, TokenOutput
 
 from mr_search.cpu.generation import Generation, SamplingParams, generate_batch
+from mr_search.hf_generate import sampling_from_request
 
 logger = logging.getLogger(__name__)
 
@@ -108,6 +110,7 @@ class HFRolloutServer:
         self._reject_while_paused = False
         self._batcher: asyncio.Task[None] | None = None
         self._updated_params: set[str] = set()
+        self.batch_sizes: list[int] = []  # size of each decoded micro-batch, for inspection
         self._address = f"mr_hf://{ray.util.get_node_ip_address()}/replica_{replica_rank}"
         logger.info("mr_hf server %d: %s on %s (%s)", replica_rank, path, self.device, dtype_name)
 
@@ -246,9 +249,10 @@ class HFRolloutServer:
         default_new = min(
             self.config.response_length, self.config.prompt_length + self.config.response_length - len(prompt)
         )
-        params = SamplingParams.from_request(sampling_params, default_max_new_tokens=max(0, default_new))
+        # One-token stop strings also become stop ids (no decoding needed to match them).
+        params = sampling_from_request(self.tokenizer, dict(sampling_params), max(0, default_new))
         if params.max_new_tokens > room:
-            params = SamplingParams(**{**params.__dict__, "max_new_tokens": room})
+            params = dataclasses.replace(params, max_new_tokens=room)
         future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
         await self._queue.put(_Request(prompt, params, future))
         result = await future
@@ -269,6 +273,7 @@ class HFRolloutServer:
             batch = [r for r in batch if not r.future.done()]
             if not batch:
                 continue
+            self.batch_sizes.append(len(batch))
             try:
                 results = await self._run(self._generate, batch)
             except Exception as error:  # a bad batch fails its own requests, never the loop

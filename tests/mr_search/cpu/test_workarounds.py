@@ -1,0 +1,166 @@
+"""Each CPU workaround still matches verl: these fail when a verl upgrade moves what they work around.
+
+The source checks read verl's installed files (VERL_CPU.md items 2-7, 10); the subprocess test arms
+the workarounds the way a CPU run does (``VERL_PLATFORM=cpu``) and checks their effect.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from mr_search.cpu import workarounds
+
+REPO = Path(__file__).resolve().parents[3]
+
+
+def _source(module: str) -> str:
+    spec = importlib.util.find_spec(module)
+    assert spec is not None and spec.origin, f"verl module {module} is gone: re-check mr_search/cpu/workarounds.py"
+    return Path(spec.origin).read_text(encoding="utf-8")
+
+
+def _expect(module: str, snippet: str, item: int) -> None:
+    assert snippet in _source(module), (
+        f"verl changed {module}: {snippet!r} is gone. Re-check CPU workaround {item} in "
+        "mr_search/cpu/workarounds.py (and VERL_CPU.md); it may be obsolete or need to move."
+    )
+
+
+def test_item2_backend_string_and_its_caller() -> None:
+    _expect("verl.utils.distributed", 'backend = backend or f"cpu:gloo,{get_device_name()}:{get_nccl_backend()}"', 2)
+    _expect("verl.workers.engine_workers", "initialize_global_process_group_ray(timeout_second=None)", 2)
+
+
+def test_item2_is_still_needed_torch_rejects_the_duplicate_cpu_backend() -> None:
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import BackendConfig
+
+    with pytest.raises(ValueError, match="Duplicate device type cpu"):
+        BackendConfig("cpu:gloo,cpu:gloo")
+    assert dist.is_gloo_available()
+
+
+def test_item3_resource_pools_ask_ray_for_gpus() -> None:
+    _expect("verl.single_controller.ray.base", "use_gpu=True,", 3)
+    _expect(
+        "verl.single_controller.ray.base",
+        'node_info.get("GPU", 0) if "GPU" in node_info else node_info.get("NPU", 0)',
+        3,
+    )
+
+
+def test_item4_fsdp_engines_are_registered_for_cuda_and_npu_only() -> None:
+    source = _source("verl.workers.engine.fsdp.transformer_impl")
+    for model_type, cls in (("language_model", "FSDPEngineWithLMHead"), ("value_model", "FSDPEngineWithValueHead")):
+        registration = (
+            f'@EngineRegistry.register(model_type="{model_type}", backend=["fsdp", "fsdp2"], device=["cuda", "npu"])'
+        )
+        assert registration in source, f"verl changed the FSDP engine registration: re-check CPU workaround 4 ({cls})"
+        assert f"class {cls}(" in source
+
+
+def test_item5_flash_attention_is_the_default_attention() -> None:
+    _expect("verl.workers.config.model", 'self.override_config.get("attn_implementation", "flash_attention_2")', 5)
+    assert "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in workarounds.OVERRIDES
+
+
+def test_item6_reference_offload_pins_memory() -> None:
+    _expect("verl.workers.engine.fsdp.transformer_impl", "offload_policy = CPUOffloadPolicy(pin_memory=True)", 6)
+
+
+def test_item7_fsdp1_syncs_module_states() -> None:
+    _expect("verl.workers.engine.fsdp.transformer_impl", "sync_module_states=True,", 7)
+    assert "actor_rollout_ref.actor.strategy=fsdp2" in workarounds.OVERRIDES
+
+
+def test_item10_trainer_casts_global_steps_to_int() -> None:
+    _expect(
+        "verl.trainer.ppo.v1.trainer_base", 'np.array([tag["min_global_steps"] for tag in batch.tags], dtype=int)', 10
+    )
+    _expect("verl.workers.rollout.llm_server", 'output.extra_fields.setdefault("min_global_steps", global_steps)', 10)
+
+
+def test_workarounds_stay_off_without_the_cpu_platform() -> None:
+    import verl.utils.distributed as distributed
+
+    assert not workarounds.install()
+    assert not getattr(distributed.initialize_global_process_group_ray, "__mr_search_cpu_workaround__", False)
+
+
+_PROBE = r"""
+import json, os
+import verl
+from verl.utils.device import get_device_name, get_torch_device
+import verl.workers.engine_workers as engine_workers
+import verl.workers.engine.fsdp.transformer_impl as impl
+from verl.workers.engine.base import EngineRegistry
+import torch.distributed as dist
+
+os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=os.environ["PROBE_PORT"], RANK="0", WORLD_SIZE="1")
+engine_workers.initialize_global_process_group_ray(timeout_second=None)
+report = {
+    "device": get_device_name(),
+    "backend": dist.get_backend(),
+    "engine": EngineRegistry.get_engine_cls("language_model", "fsdp2").__name__,
+    "value_engine": EngineRegistry.get_engine_cls("value_model", "fsdp").__name__,
+    "pin_memory": impl.CPUOffloadPolicy(pin_memory=True).pin_memory,
+    "offload_is_policy": isinstance(impl.CPUOffloadPolicy(), __import__("torch").distributed.fsdp.CPUOffloadPolicy),
+}
+dist.destroy_process_group()
+print("PROBE" + json.dumps(report))
+"""
+
+
+def test_cpu_platform_run_arms_every_workaround() -> None:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    env = {**os.environ, **workarounds.ENV, "PROBE_PORT": str(port)}
+    result = subprocess.run(
+        [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=240, cwd=REPO
+    )
+    assert result.returncode == 0, result.stderr[-3000:]
+    line = next(line for line in result.stdout.splitlines() if line.startswith("PROBE"))
+    report = json.loads(line[len("PROBE") :])
+    assert report == {
+        "device": "cpu",
+        "backend": "gloo",
+        "engine": "FSDPEngineWithLMHead",
+        "value_engine": "FSDPEngineWithValueHead",
+        "pin_memory": False,
+        "offload_is_policy": True,
+    }
+
+
+def test_config_files_for_the_launch_script_match_the_module() -> None:
+    env_lines = (REPO / "configs" / "cpu_backend.env").read_text().splitlines()
+    assert env_lines == [f"{key}={value}" for key, value in workarounds.ENV.items()]
+    overrides = (REPO / "configs" / "cpu_backend_overrides.txt").read_text().splitlines()
+    assert overrides == list(workarounds.OVERRIDES)
+
+
+def test_overrides_compose_with_verls_trainer_config_and_validate() -> None:
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+    from verl.utils.config import omega_conf_to_dataclass
+    from verl.workers.config import RolloutConfig
+
+    config_dir = Path(importlib.util.find_spec("verl.trainer").origin).parent / "config"
+    with initialize_config_dir(config_dir=str(config_dir), version_base=None):
+        config = compose(config_name="ppo_trainer", overrides=list(workarounds.OVERRIDES))
+    OmegaConf.resolve(config)
+    assert config.trainer.device == "cpu"
+    assert config.ray_kwargs.ray_init.num_gpus == config.trainer.n_gpus_per_node * config.trainer.nnodes
+    assert config.actor_rollout_ref.ref.strategy == "fsdp2"
+    assert config.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
+    rollout = omega_conf_to_dataclass(config.actor_rollout_ref.rollout, dataclass_type=RolloutConfig)
+    assert rollout.name == workarounds.ROLLOUT_NAME
