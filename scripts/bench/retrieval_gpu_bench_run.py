@@ -1,0 +1,354 @@
+"""The measurements of bench_retrieval_gpu.py: build, encoder and search throughput, then the served grid."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from retrieval_gpu_fixtures import EncoderShape, corpus_path, ensure_encoder_dir, make_queries, word_list, write_corpus
+from retrieval_gpu_serving import NullSearcher, ServedApp, check_consistency, drive, service_app, trivial_app
+from retrieval_grouped_topk import GroupedTopkIndex
+
+from mr_search_retrieval.app import _render_result, parse_request
+from mr_search_retrieval.config import EncoderConfig, LimitsConfig
+from mr_search_retrieval.corpus import CorpusStore
+from mr_search_retrieval.encoders import HFEncoder
+from mr_search_retrieval.indexes.torch_exact import TorchExactIndex
+from mr_search_retrieval.retriever import DenseSearcher
+
+logger = logging.getLogger(__name__)
+
+WIKI18_PASSAGES = 21_015_324
+
+
+def _sync(device: str) -> None:
+    if device == "cuda":
+        torch.cuda.synchronize()
+
+
+def median_seconds(fn: Callable[[], object], device: str, repeats: int = 3, warmup: int = 1) -> float:
+    """Median wall time of `fn` with the device synchronised around each call."""
+    for _ in range(warmup):
+        fn()
+    _sync(device)
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        _sync(device)
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def measure_encoder(encoder: HFEncoder, args: argparse.Namespace) -> dict[str, Any]:
+    """Passages/s for the index build (model forward at `encode_tokens`, and end to end from text) and query q/s."""
+    dev, out = args.device, {}
+    vocab = encoder.model.config.vocab_size
+    gen = torch.Generator(device=encoder.device).manual_seed(0)
+    forward = {}
+    for b in args.encode_batches:
+        ids = torch.randint(1000, vocab, (b, args.encode_tokens), device=encoder.device, generator=gen)
+        mask = torch.ones_like(ids)
+
+        def run(ids: torch.Tensor = ids, mask: torch.Tensor = mask) -> None:
+            with torch.inference_mode():
+                encoder.model(input_ids=ids, attention_mask=mask)
+
+        forward[b] = b / median_seconds(run, dev)
+    out["passages_per_s_forward"] = forward
+    best = max(forward.values())
+    out["wiki18_embed_minutes_at_best"] = WIKI18_PASSAGES / best / 60
+    words = word_list()
+    rng = np.random.default_rng(0)
+    b = min(args.encode_batches)
+    texts = [" ".join(rng.choice(words, size=args.encode_tokens + 40)) for _ in range(b)]
+    cfg_len = encoder.config.max_length
+    out["passages_per_s_from_text"] = {b: b / median_seconds(lambda: encoder.encode_passages(texts), dev)}
+    out["from_text_max_length"] = cfg_len
+    queries = make_queries(max(args.search_batches), seed=1)
+    out["queries_per_s_encode"] = {
+        n: n / median_seconds(lambda n=n: encoder.encode_queries(queries[:n]), dev) for n in args.search_batches
+    }
+    return out
+
+
+def measure_search(
+    index: TorchExactIndex, searcher: DenseSearcher, args: argparse.Namespace, proposed: GroupedTopkIndex | None
+) -> dict[str, Any]:
+    """Bare index q/s (queries already on the device), the batch pipeline q/s, and the proposed index's."""
+    dev, out = args.device, {}
+    home = index.shards[0]
+    gen = torch.Generator(device=home.device).manual_seed(1)
+    for name, idx in (("service", index), ("proposed_grouped_topk", proposed)):
+        if idx is None:
+            continue
+        rates = {}
+        for b in args.search_batches:
+            q = torch.nn.functional.normalize(torch.randn((b, index.dim), generator=gen, device=home.device), dim=-1)
+            q = q.to(home.dtype)
+            rates[b] = b / median_seconds(lambda q=q, idx=idx: idx.search_tensor(q, args.topk), dev)
+        out[f"bare_search_qps_{name}"] = rates
+    if proposed is not None:
+        q = torch.nn.functional.normalize(torch.randn((64, index.dim), generator=gen, device=home.device), dim=-1)
+        v0, i0 = index.search_tensor(q.to(home.dtype), 10)
+        v1, i1 = proposed.search_tensor(q.to(home.dtype), 10)
+        out["proposed_matches_service"] = {
+            "max_score_diff": float((v0 - v1).abs().max()),
+            "same_ids_fraction": float((i0 == i1).float().mean()),
+        }
+    queries = make_queries(max(args.search_batches), seed=2)
+    out["pipeline_qps_encode_search"] = {
+        b: b / median_seconds(lambda b=b: searcher.search(queries[:b], args.topk), dev) for b in args.search_batches
+    }
+    return out
+
+
+def gpu_memory(device: str) -> dict[str, Any]:
+    if device != "cuda":
+        return {}
+    mem: dict[str, Any] = {
+        "torch_max_allocated_gib": torch.cuda.max_memory_allocated() / 2**30,
+        "torch_allocated_gib": torch.cuda.memory_allocated() / 2**30,
+    }
+    try:
+        smi = subprocess.run(
+            ["nvidia-smi", "--query-gpu=name,memory.used,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+        mem["nvidia_smi"] = smi
+    except (OSError, subprocess.SubprocessError) as err:
+        mem["nvidia_smi"] = f"unavailable: {err}"
+    return mem
+
+
+Point = tuple[int, int]  # (concurrent clients, queries per request)
+
+
+def serve_points(
+    app: Any, label: str, args: argparse.Namespace, points: list[Point], mbs: int | None = None, searcher: Any = None
+) -> list[dict[str, Any]]:
+    """Serve `app` once and drive it at each point; with a searcher, first check the served documents."""
+    rows = []
+    with ServedApp(app, label) as served:
+        if searcher is not None:
+            check = check_consistency(served, searcher.search, make_queries(4, seed=3), args.topk)
+            if not (check["same_ids"] and check["documents_have_contents"]):
+                raise RuntimeError(f"the service answered other documents than its searcher finds: {check}")
+        for conc, per_request in points:
+            row = drive(served, conc, args.client_procs, args.duration, args.warmup, args.topk, per_request)
+            row.update(searcher=label, max_batch_size=mbs, consistent=searcher is not None or None)
+            logger.info(
+                "%s mbs=%s c=%d x%d: %.0f q/s p50 %.1f ms p99 %.1f ms",
+                label,
+                mbs,
+                conc,
+                per_request,
+                row["queries_per_s"],
+                row["p50_ms"] or -1,
+                row["p99_ms"] or -1,
+            )
+            rows.append(row)
+    return rows
+
+
+def serve_all(
+    searcher: DenseSearcher, proposed: DenseSearcher | None, corpus: Path, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """The service grid, the HTTP-only ceilings, the GIL switch-interval variant and the proposed index."""
+    queue = max(4096, 2 * max(args.concurrency), *(c * q * 2 for c, q in args.batched))
+    single = [(c, 1) for c in args.concurrency]
+    mid, small, big = (
+        sorted(args.concurrency)[len(args.concurrency) // 2],
+        min(args.max_batch_sizes),
+        max(args.max_batch_sizes),
+    )
+
+    def app_of(s: Any, mbs: int, label: str) -> Any:
+        return service_app(s, corpus, mbs, args.max_wait_ms, queue, label)
+
+    rows = []
+    for mbs in args.max_batch_sizes:
+        points = single + (args.batched if mbs == big else [])
+        rows += serve_points(app_of(searcher, mbs, "service"), "service", args, points, mbs, searcher)
+    null = NullSearcher(searcher.num_docs)
+    rows += serve_points(app_of(null, small, "null"), "http_only_null_searcher", args, [(mid, 1)], small, null)
+    rows += serve_points(trivial_app(), "http_only_trivial_fastapi", args, [(mid, 1)])
+    if args.switch_interval_ms > 0:
+        before = sys.getswitchinterval()
+        sys.setswitchinterval(args.switch_interval_ms / 1000)
+        try:
+            label = f"service_switchinterval_{args.switch_interval_ms:g}ms"
+            rows += serve_points(app_of(searcher, small, label), label, args, [(mid, 1)], small, searcher)
+        finally:
+            sys.setswitchinterval(before)
+    if proposed is not None:
+        for mbs in args.max_batch_sizes:
+            points = [(c, 1) for c in args.proposed_concurrency] + (args.batched if mbs == big else [])
+            rows += serve_points(
+                app_of(proposed, mbs, "proposed"), "proposed_grouped_topk", args, points, mbs, proposed
+            )
+    return rows
+
+
+def measure_hot_path(corpus: Path, topk: int, repeats: int = 20000) -> dict[str, float]:
+    """Microseconds per single-query request spent in the app's own request parsing and response rendering."""
+    store = CorpusStore(corpus)
+    limits = LimitsConfig()
+    body = json.dumps({"queries": make_queries(1, seed=4), "topk": topk, "return_scores": False}).encode()
+    rng = np.random.default_rng(0)
+    hits = [[(np.ones(topk, np.float32), rng.integers(0, len(store), topk))] for _ in range(256)]
+
+    def per_call(fn: Callable[[int], object]) -> float:
+        t0 = time.perf_counter()
+        for i in range(repeats):
+            fn(i)
+        return (time.perf_counter() - t0) / repeats * 1e6
+
+    out = {
+        "parse_request_us": per_call(lambda i: parse_request(body, limits, topk)),
+        "render_result_us": per_call(lambda i: _render_result(store, hits[i % 256], False)),
+        "render_raw_splice_us": per_call(
+            lambda i: b'{"result": [[' + b", ".join(store.raw(int(j)) for j in hits[i % 256][0][1]) + b"]]}"
+        ),
+    }
+    store.close()
+    return out
+
+
+def prepare_corpus(path: Path, args: argparse.Namespace) -> tuple[Path, dict[str, float]]:
+    """Write the synthetic corpus (reused when complete) and open it once so its line-offset sidecar exists."""
+    t = time.perf_counter()
+    corpus = write_corpus(path, args.num_passages, args.passage_words)
+    setup = {"corpus_write_s": time.perf_counter() - t}
+    t = time.perf_counter()
+    store = CorpusStore(corpus)
+    setup["corpus_open_s"] = time.perf_counter() - t
+    setup["corpus_gib"] = corpus.stat().st_size / 2**30
+    if len(store) != args.num_passages:
+        raise RuntimeError(f"corpus {corpus} has {len(store)} lines, expected {args.num_passages}")
+    store.close()
+    return corpus, setup
+
+
+def run_all(args: argparse.Namespace) -> dict[str, Any]:
+    from bench_retrieval_gpu import describe_machine
+
+    dev = args.device
+    res: dict[str, Any] = {"machine": describe_machine(dev), "args": {k: str(v) for k, v in vars(args).items()}}
+    print(f"card: {res['machine']['card']}", flush=True)
+    cache = Path(os.environ.get("MR_SEARCH_CACHE") or Path.home() / ".cache" / "mr_search")
+    work = args.work_dir or cache / "bench_retrieval_gpu"
+    shape = EncoderShape(args.encoder_layers, args.encoder_hidden, args.encoder_heads, args.encoder_intermediate)
+    setup: dict[str, float] = {}
+    # The corpus (GBs of disk writes and a line-offset scan) is prepared while the GPU is measured.
+    pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corpus")
+    corpus_job = pool.submit(prepare_corpus, corpus_path(work, args.num_passages, args.passage_words), args)
+    t = time.perf_counter()
+    enc_dir = ensure_encoder_dir(work, shape)
+    encoder = HFEncoder(EncoderConfig(model_dir=str(enc_dir), device=dev, max_length=256))
+    setup["encoder_load_s"] = time.perf_counter() - t
+    t = time.perf_counter()
+    dtype = torch.float16 if dev == "cuda" else torch.float32
+    index = TorchExactIndex.from_random(args.num_passages, shape.hidden, device=dev, dtype=dtype)
+    _sync(dev)
+    setup["index_build_s"] = time.perf_counter() - t
+    res["index"] = {
+        "rows": index.ntotal,
+        "dim": index.dim,
+        "dtype": str(dtype),
+        "chunk_rows": index.chunk_rows,
+        "gib": index.ntotal * index.dim * index.shards[0].element_size() / 2**30,
+    }
+    logger.info("setup (GPU side): %s", setup)
+    searcher = DenseSearcher(encoder, index)
+    proposed = None if args.no_proposed else GroupedTopkIndex.sharing(index)
+    res["encoder"] = measure_encoder(encoder, args)
+    logger.info("encoder: %s", res["encoder"])
+    res["search"] = measure_search(index, searcher, args, proposed)
+    logger.info("search: %s", res["search"])
+    corpus, corpus_setup = corpus_job.result()
+    pool.shutdown()
+    setup.update(corpus_setup)
+    logger.info("corpus: %s", corpus_setup)
+    res["hot_path"] = measure_hot_path(corpus, args.topk)
+    logger.info("hot path: %s", res["hot_path"])
+    serving = serve_all(searcher, None if proposed is None else DenseSearcher(encoder, proposed), corpus, args)
+    res["serving"] = serving
+    res["setup"] = setup
+    pipeline = res["search"]["pipeline_qps_encode_search"]
+    res["serving_fraction_of_pipeline"] = {
+        f"mbs{r['max_batch_size']}_c{r['concurrency']}": r["queries_per_s"] / pipeline[min(pipeline)]
+        for r in serving
+        if r["searcher"] == "service" and r["queries_per_request"] == 1
+    }
+    res["gpu_memory"] = gpu_memory(dev)
+    print_summary(res)
+    return res
+
+
+def _fmt(d: dict) -> str:
+    return ", ".join(f"b{k}: {v:,.0f}" for k, v in d.items())
+
+
+def print_summary(res: dict[str, Any]) -> None:
+    m, enc, s = res["machine"], res["encoder"], res["search"]
+    lines = [
+        "",
+        f"== retrieval at scale: {res['index']['rows']:,} x {res['index']['dim']} {res['index']['dtype']} "
+        f"({res['index']['gib']:.1f} GiB) on {m['card']} (torch {m['torch']}, {m['cpu_count']} CPUs)",
+        f"setup: {', '.join(f'{k} {v:.1f}' for k, v in res['setup'].items())}",
+        f"encoder passages/s at {res['args']['encode_tokens']} tokens (forward): {_fmt(enc['passages_per_s_forward'])}"
+        f"; from text: {_fmt(enc['passages_per_s_from_text'])}; all of wiki-18 at best: "
+        f"{enc['wiki18_embed_minutes_at_best']:.0f} min",
+        f"encoder queries/s: {_fmt(enc['queries_per_s_encode'])}",
+    ]
+    for key in ("bare_search_qps_service", "bare_search_qps_proposed_grouped_topk", "pipeline_qps_encode_search"):
+        if key in s:
+            lines.append(f"{key}: {_fmt(s[key])}")
+    lines.append(
+        "served q/s over the batch pipeline's q/s at batch "
+        f"{min(s['pipeline_qps_encode_search'])}: "
+        + ", ".join(f"{k} {v:.2f}" for k, v in res["serving_fraction_of_pipeline"].items())
+    )
+    if "proposed_matches_service" in s:
+        lines.append(f"proposed vs service results: {s['proposed_matches_service']}")
+    nan = float("nan")
+    lines.append(
+        f"{'searcher':<34}{'mbs':>5}{'conc':>5}{'q/req':>6}{'q/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'batch':>6}"
+        f"{'b ms':>7}{'srv cpu':>8}{'loop':>6}{'lg cpu':>7}  statuses"
+    )
+    for r in res["serving"]:
+        loop = r["server_loop_thread_cores"]
+        lines.append(
+            f"{r['searcher']:<34}{r['max_batch_size'] or '-':>5}{r['concurrency']:>5}{r['queries_per_request']:>6}"
+            f"{r['queries_per_s']:>8,.0f}{r['p50_ms'] or nan:>8.1f}{r['p99_ms'] or nan:>8.1f}"
+            f"{r['mean_batch'] or nan:>6.0f}{r['mean_batch_ms'] or nan:>7.1f}"
+            f"{r['server_cpu_cores']:>8.2f}{loop if loop is not None else nan:>6.2f}"
+            f"{r['loadgen_cpu_cores']:>7.2f}  {r['statuses']}"
+        )
+    hp = res["hot_path"]
+    lines.append(
+        f"app hot path per single-query request: parse_request {hp['parse_request_us']:.0f} us, _render_result "
+        f"{hp['render_result_us']:.0f} us (raw-bytes splice would take {hp['render_raw_splice_us']:.0f} us)"
+    )
+    if res.get("gpu_memory"):
+        g = res["gpu_memory"]
+        lines.append(
+            f"GPU memory: torch max allocated {g['torch_max_allocated_gib']:.1f} GiB; nvidia-smi: {g['nvidia_smi']}"
+        )
+    print("\n".join(lines), flush=True)

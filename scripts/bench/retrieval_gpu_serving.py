@@ -1,0 +1,206 @@
+"""Serve a searcher through the service's real `create_app` + uvicorn (in a thread); load it from client processes."""
+
+from __future__ import annotations
+
+import json
+import logging
+import resource
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from fastapi import FastAPI, Request, Response
+
+from mr_search_retrieval.app import create_app
+from mr_search_retrieval.config import BatcherConfig, ServerConfig
+from mr_search_retrieval.corpus import CorpusStore
+
+logger = logging.getLogger(__name__)
+
+LOADGEN = Path(__file__).resolve().parent / "retrieval_loadgen.py"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class NullSearcher:
+    """No model, no index: fixed pseudo-random row ids. Serving it measures the HTTP/JSON side alone."""
+
+    def __init__(self, num_docs: int) -> None:
+        self.num_docs = num_docs
+
+    def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        ids = np.array([[(hash(q) + j * 7919) % self.num_docs for j in range(k)] for q in queries], dtype=np.int64)
+        return np.ones(ids.shape, dtype=np.float32), ids
+
+
+def _cpu_seconds() -> float:
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    return ru.ru_utime + ru.ru_stime
+
+
+def _thread_cpu(native_id: int | None) -> float | None:
+    try:
+        import psutil
+    except ImportError:
+        return None
+    for t in psutil.Process().threads():
+        if t.id == native_id:
+            return t.user_time + t.system_time
+    return None
+
+
+def service_app(
+    searcher: Any, corpus_path: Path, max_batch_size: int, max_wait_ms: float, queue_size: int, label: str
+) -> Any:
+    """The project's real app: create_app with a loader handing in the prebuilt searcher and a CorpusStore."""
+    config = ServerConfig(
+        index_dir=f"<in-memory {label}>",
+        corpus=str(corpus_path),
+        batcher=BatcherConfig(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, queue_size=queue_size),
+    )
+    # A fresh CorpusStore per app: the lifespan closes the one it was given at shutdown.
+    return create_app(config, loader=lambda _cfg: (searcher, CorpusStore(corpus_path)))
+
+
+def trivial_app() -> Any:
+    """FastAPI with one POST /retrieve that reads the body and answers a constant: the framework's own ceiling."""
+    app = FastAPI()
+    answer = b'{"result": [[]]}'
+
+    @app.post("/retrieve")
+    async def retrieve(request: Request) -> Response:
+        await request.body()
+        return Response(answer, media_type="application/json")
+
+    return app
+
+
+class ServedApp:
+    """An ASGI app run by uvicorn on 127.0.0.1 (a free port) in a background thread of this process."""
+
+    def __init__(self, app: Any, label: str) -> None:
+        import uvicorn
+
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.app = app
+        self.server = uvicorn.Server(
+            uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="warning", access_log=False, backlog=4096)
+        )
+        self.thread = threading.Thread(target=self.server.run, name=f"uvicorn-{label}", daemon=True)
+        self.loop_thread_id: int | None = None
+
+    def __enter__(self) -> ServedApp:
+        self.thread.start()
+        deadline = time.monotonic() + 600
+        while not self.server.started:
+            if not self.thread.is_alive():
+                raise RuntimeError("the retrieval service failed to start; see the log above")
+            if time.monotonic() > deadline:
+                raise RuntimeError("the retrieval service did not start within 600 s")
+            time.sleep(0.05)
+        self.loop_thread_id = self.thread.native_id
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=120)
+
+    def post(self, payload: dict) -> dict:
+        req = urllib.request.Request(
+            f"{self.url}/retrieve", data=json.dumps(payload).encode(), headers={"content-type": "application/json"}
+        )
+        with urllib.request.urlopen(req, timeout=120) as resp:
+            return json.loads(resp.read())
+
+    def batch_stats(self) -> tuple[int, float, float]:
+        m = getattr(self.app.state, "metrics", None)
+        return (m.batch_size.n, m.batch_size.total, m.batch_seconds.total) if m is not None else (0, 0.0, 0.0)
+
+
+def check_consistency(
+    served: ServedApp, direct: Callable[[list[str], int], Any], queries: list[str], topk: int
+) -> dict[str, Any]:
+    """The served documents are the corpus lines of the rows the searcher finds for the same queries."""
+    body = served.post({"queries": queries, "topk": topk, "return_scores": True})
+    _, ids = direct(queries, topk)
+    served_ids = [[int(item["document"]["id"]) for item in hits] for hits in body["result"]]
+    expected = [[int(i) for i in row if i >= 0] for row in ids]
+    has_contents = all("contents" in item["document"] for hits in body["result"] for item in hits)
+    return {
+        "same_ids": served_ids == expected,
+        "documents_have_contents": has_contents,
+        "example": body["result"][0][0]["document"]["contents"][:60],
+    }
+
+
+def drive(
+    served: ServedApp, concurrency: int, procs: int, duration: float, warmup: float, topk: int, per_request: int = 1
+) -> dict[str, Any]:
+    """Closed-loop load from `procs` client processes; queries/s, latency percentiles, CPU of both sides."""
+    procs = max(1, min(procs, concurrency))
+    shares = [concurrency // procs + (1 if i < concurrency % procs else 0) for i in range(procs)]
+    start_at = time.time() + 2.0
+    cmd = [
+        sys.executable,
+        str(LOADGEN),
+        "--url",
+        f"{served.url}/retrieve",
+        "--duration",
+        str(duration),
+        "--warmup",
+        str(warmup),
+        "--start-at",
+        str(start_at),
+        "--topk",
+        str(topk),
+        "--queries-per-request",
+        str(per_request),
+    ]
+    children = [
+        subprocess.Popen([*cmd, "--concurrency", str(n), "--seed", str(i)], stdout=subprocess.PIPE)
+        for i, n in enumerate(shares)
+    ]
+    time.sleep(max(0.0, start_at + warmup - time.time()))
+    cpu0, loop0, (n0, tot0, sec0) = _cpu_seconds(), _thread_cpu(served.loop_thread_id), served.batch_stats()
+    time.sleep(duration)
+    cpu1, loop1, (n1, tot1, sec1) = _cpu_seconds(), _thread_cpu(served.loop_thread_id), served.batch_stats()
+    reports = []
+    for child in children:
+        out, _ = child.communicate(timeout=duration + warmup + 180)
+        if child.returncode != 0:
+            raise RuntimeError(f"load generator exited with {child.returncode}")
+        reports.append(json.loads(out))
+    lat = np.array([x for r in reports for x in r["latencies_ms"]], dtype=np.float64)
+    statuses: dict[str, int] = {}
+    for r in reports:
+        for code, n in r["statuses"].items():
+            statuses[code] = statuses.get(code, 0) + n
+    batches = n1 - n0
+    return {
+        "concurrency": concurrency,
+        "client_procs": procs,
+        "queries_per_request": per_request,
+        "queries_per_s": sum(r["queries"] for r in reports) / duration,
+        "requests_ok": int(lat.size),
+        "statuses": statuses,
+        "bad_bodies": sum(r["bad_bodies"] for r in reports),
+        "p50_ms": float(np.percentile(lat, 50)) if lat.size else None,
+        "p99_ms": float(np.percentile(lat, 99)) if lat.size else None,
+        "mean_batch": (tot1 - tot0) / batches if batches else None,
+        "mean_batch_ms": 1000 * (sec1 - sec0) / batches if batches else None,
+        "server_cpu_cores": (cpu1 - cpu0) / duration,
+        "server_loop_thread_cores": (loop1 - loop0) / duration if loop0 is not None and loop1 is not None else None,
+        "loadgen_cpu_cores": sum(r["cpu_s"] for r in reports) / duration,
+    }

@@ -1,0 +1,80 @@
+"""bench_retrieval_gpu.py end to end at tiny scale on the CPU, and its clean skip when no GPU is present."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+SCRIPT = REPO / "scripts" / "bench" / "bench_retrieval_gpu.py"
+TINY = shlex.split(
+    "--device cpu --num-passages 20000 --duration 2 --warmup 0.5 --client-procs 2 "
+    "--encoder-layers 2 --encoder-hidden 64 --encoder-heads 2 --encoder-intermediate 128 "
+    "--encode-batches 16 --encode-tokens 64 --search-batches 16,64 --concurrency 8 --max-batch-sizes 16 "
+    "--proposed-concurrency 8 --batched 2x4 --switch-interval-ms 1"
+)
+
+
+def _run(args: list[str], tmp_path: Path, timeout: float) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("OUT", None)
+    return subprocess.run(
+        [sys.executable, str(SCRIPT), *args], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=timeout
+    )
+
+
+def test_tiny_cpu_run_serves_real_documents_and_reports_every_figure(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    proc = _run([*TINY, "--work-dir", str(tmp_path / "work"), "--json", str(out)], tmp_path, timeout=600)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
+    assert "card: cpu" in proc.stdout
+    res = json.loads(out.read_text())
+    assert res["index"]["rows"] == 20000
+    assert res["setup"]["corpus_gib"] > 0
+    assert min(res["encoder"]["passages_per_s_forward"].values()) > 0
+    assert res["encoder"]["wiki18_embed_minutes_at_best"] > 0
+    assert set(res["search"]["bare_search_qps_service"]) == {"16", "64"}
+    # the proposed grouped top-k finds exactly what the service's index finds
+    assert res["search"]["proposed_matches_service"] == {"max_score_diff": 0.0, "same_ids_fraction": 1.0}
+    rows = {r["searcher"]: r for r in res["serving"]}
+    assert set(rows) == {
+        "service",
+        "http_only_null_searcher",
+        "http_only_trivial_fastapi",
+        "service_switchinterval_1ms",
+        "proposed_grouped_topk",
+    }
+    assert {(r["searcher"], r["queries_per_request"]) for r in res["serving"] if r["queries_per_request"] > 1} == {
+        ("service", 4),
+        ("proposed_grouped_topk", 4),
+    }
+    assert res["hot_path"]["parse_request_us"] > 0 and res["hot_path"]["render_result_us"] > 0
+    for r in res["serving"]:
+        if r["searcher"] != "http_only_trivial_fastapi":
+            assert r["consistent"] is True  # served documents are the corpus lines the searcher found
+        assert r["queries_per_s"] > 0 and r["requests_ok"] > 0
+        assert set(r["statuses"]) == {"200"} and r["bad_bodies"] == 0
+        assert 0 < r["p50_ms"] <= r["p99_ms"]
+        assert r["loadgen_cpu_cores"] > 0 and r["server_cpu_cores"] > 0
+    assert "searcher" in proc.stdout and "q/s" in proc.stdout  # the summary table is printed
+
+
+def test_without_a_gpu_it_says_skipped_and_exits_zero(tmp_path: Path) -> None:
+    torch = pytest.importorskip("torch")
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the script would run the full benchmark")
+    proc = _run([], tmp_path, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "skipped: no GPU" in proc.stdout
+
+
+def test_bad_list_argument_is_rejected_with_the_expected_form(tmp_path: Path) -> None:
+    proc = _run(["--device", "cpu", "--concurrency", "32,lots"], tmp_path, timeout=120)
+    assert proc.returncode == 2
+    assert "comma-separated integers like 256,1024" in proc.stderr
