@@ -40,9 +40,9 @@ class WarmStartConfig:
         seed: torch seed (batch order and initialisation of the optimizer state).
     """
 
-    num_transcripts: int = 2048
-    steps: int = 300
-    batch_size: int = 16
+    num_transcripts: int = 960
+    steps: int = 120
+    batch_size: int = 8
     lr: float = 3e-3
     warmup_steps: int = 20
     max_length: int = 1024
@@ -191,7 +191,7 @@ def ensure_warmstart(
         )
 
         def report(step: int, loss: float) -> None:
-            if step % 50 == 0 or step == config.steps - 1:
+            if step % 20 == 0 or step == config.steps - 1:
                 logger.info("warm start step %d/%d loss %.3f", step + 1, config.steps, loss)
 
         losses = supervised_pass(model, examples, config, tokenizer.pad_token_id, on_step=report)

@@ -1,0 +1,137 @@
+"""train_grpo_step.sh end to end: knob handling (dry runs), and real MR-Search training on the embedded default."""
+
+from __future__ import annotations
+
+import shlex
+import subprocess
+
+import pytest
+import yaml
+
+# --------------------------------------------------------------------------------------------- knobs (dry runs)
+
+
+def _dry(run_script, tmp_path, *overrides: str, **knobs: str) -> list[str]:
+    run = run_script(tmp_path / "run", *overrides, DRY_RUN=1, **knobs)
+    assert run.returncode == 0, run.output
+    assert not (tmp_path / "run").exists(), "a dry run must not create the run folder"
+    return shlex.split(run.output.strip().splitlines()[-1])
+
+
+def test_no_gpu_and_no_settings_select_the_embedded_cpu_run(run_script, tmp_path):
+    command = _dry(run_script, tmp_path)
+    assert "--config-name=mr_search_embedded" in command
+    assert "algorithm.adv_estimator=mr_search" in command
+    # The CPU backend's overrides are read from its file, its rollout name included.
+    assert any(arg.startswith("actor_rollout_ref.rollout.name=") and not arg.endswith("=cpu") for arg in command)
+    assert f"trainer.default_local_dir={tmp_path / 'run' / 'checkpoints'}" in command
+    assert "trainer.resume_mode=auto" in command
+
+
+def test_attempts_1_is_the_search_r1_grpo_baseline(run_script, tmp_path):
+    command = _dry(run_script, tmp_path, ATTEMPTS="1")
+    assert "algorithm.adv_estimator=grpo" in command
+    assert "mr_search.episode.attempts=1" in command
+
+
+def test_explicit_model_selects_the_paper_recipe_and_passes_overrides_last(run_script, tmp_path):
+    command = _dry(run_script, tmp_path, "trainer.save_freq=7", MODEL_PATH="/models/qwen", GROUP_SIZE="8", NNODES="2")
+    assert "--config-name=mr_search_paper" in command
+    assert "actor_rollout_ref.rollout.name=sglang" in command
+    assert "actor_rollout_ref.model.path=/models/qwen" in command
+    assert "actor_rollout_ref.rollout.n=8" in command
+    assert "trainer.nnodes=2" in command and "++ray_kwargs.ray_init.address=auto" in command
+    assert command[-1] == "trainer.save_freq=7"
+
+
+@pytest.mark.parametrize(
+    ("knobs", "message"),
+    [
+        ({"ROLLOUT_ENGINE": "trt"}, "use sglang, vllm or cpu"),
+        ({"ATTEMPTS": "two"}, "ATTEMPTS=two is not valid"),
+        ({"PRESET": "huge"}, "use auto, embedded or paper"),
+    ],
+)
+def test_bad_knobs_fail_with_the_valid_choices(run_script, tmp_path, knobs, message):
+    run = run_script(tmp_path / "run", DRY_RUN="1", **knobs)
+    assert run.returncode != 0
+    assert message in run.output
+
+
+def test_the_command_composes_into_the_config_the_trainer_gets(run_script, tmp_path, script_env):
+    """The printed command, with Hydra's ``--cfg job``, gives the config main_ppo would run with."""
+    command = _dry(run_script, tmp_path, ATTEMPTS="1", GAMMA="0.5", TOTAL_STEPS="3")
+    printed = subprocess.run(
+        [*command, "--cfg", "job"], cwd=tmp_path, env=script_env, capture_output=True, text=True, timeout=180
+    )
+    assert printed.returncode == 0, printed.stderr[-3000:]
+    config = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])
+    assert config["mr_search"]["episode"]["attempts"] == 1
+    assert config["mr_search"]["advantage"]["gamma"] == 0.5
+    assert config["trainer"]["total_training_steps"] == 3
+    assert config["trainer"]["device"] == "cpu"
+    assert config["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] == "mr_search"
+    assert config["trainer"]["v1"]["trainer_mode"] == "mr_search"
+
+
+# ------------------------------------------------------------------------------ real training (slow, with Ray)
+
+
+def _metric(step: dict[str, float], suffix: str) -> float:
+    matches = [value for key, value in step.items() if key.endswith(suffix)]
+    assert matches, f"no metric ending in {suffix!r}; logged: {sorted(step)}"
+    return float(matches[0])
+
+
+@pytest.fixture(scope="module")
+def embedded_run(run_script, tmp_path_factory, free_port):
+    port = free_port()
+    run_dir = tmp_path_factory.mktemp("e2e") / "run"
+    run = run_script(run_dir, RETRIEVER_URL=f"http://127.0.0.1:{port}", TOTAL_STEPS="2", timeout=900)
+    return run, port
+
+
+@pytest.mark.slow
+def test_embedded_run_trains_mr_search_for_real(embedded_run, port_answers):
+    run, port = embedded_run
+    assert run.returncode == 0, run.output[-6000:]
+    assert str(run.run_dir) in run.output.splitlines()[-3], "the script names its run folder at the end"
+    steps = run.steps()
+    assert sorted(steps) == [1, 2]
+    for step in steps.values():
+        for k in (1, 2, 3):  # EM at every attempt, and the reflection gain, logged per step
+            assert 0.0 <= _metric(step, f"em_at_{k}") <= 1.0
+        _metric(step, "reflection_gain")
+    # The warm-started policy earns some reward, so advantages and gradients are real.
+    assert any(_metric(s, "critic/advantages/max") > _metric(s, "critic/advantages/min") for s in steps.values())
+    assert any(_metric(s, "actor/grad_norm") > 0 for s in steps.values())
+    # Weights reach the rollout: the rollout's log-probs match the trainer's.
+    for step in steps.values():
+        assert _metric(step, "rollout_corr/kl") < 0.01
+    assert (run.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    assert not port_answers(port), "the retrieval service the script started must be stopped"
+
+
+@pytest.mark.slow
+def test_restart_continues_from_the_last_checkpoint(embedded_run, run_script):
+    first, port = embedded_run
+    assert first.returncode == 0
+    run = run_script(first.run_dir, RETRIEVER_URL=f"http://127.0.0.1:{port}", TOTAL_STEPS="3", timeout=900)
+    assert run.returncode == 0, run.output[-6000:]
+    newest = sorted((run.run_dir / "metrics").glob("*.jsonl"))[-1]
+    assert [int(line.split(",")[0].split(":")[1]) for line in newest.read_text().splitlines()] == [3]
+    assert sorted(run.steps()) == [1, 2, 3]
+    assert (run.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+
+
+@pytest.mark.slow
+def test_k1_baseline_runs_through_the_same_script(run_script, tmp_path, free_port):
+    port = free_port()
+    run = run_script(
+        tmp_path / "k1", RETRIEVER_URL=f"http://127.0.0.1:{port}", ATTEMPTS="1", TOTAL_STEPS="1", timeout=900
+    )
+    assert run.returncode == 0, run.output[-6000:]
+    assert "algorithm.adv_estimator=grpo" in (run.run_dir / "command.txt").read_text()
+    step = run.steps()[1]
+    _metric(step, "em_at_1")
+    assert not any(key.endswith("em_at_2") for key in step), "K = 1 runs a single attempt"

@@ -1,0 +1,216 @@
+#!/usr/bin/env bash
+# MR-Search training through verl's own trainer (python -m verl.trainer.main_ppo).
+#
+#   bash train_grpo_step.sh                         # no GPU: the embedded default on CPU (`make quickstart`)
+#   MODEL_PATH=Qwen/Qwen2.5-7B TRAIN_FILE=... VAL_FILE=... bash train_grpo_step.sh   # GPUs: the paper recipe
+#   ATTEMPTS=1 bash train_grpo_step.sh              # the K = 1 baseline (Search-R1 GRPO), same script
+#   RUN_DIR=runs/<name> bash train_grpo_step.sh     # continue that run from its last checkpoint
+#   bash train_grpo_step.sh trainer.save_freq=10    # any other setting: Hydra overrides, passed through
+#
+# Every knob is an environment variable. An empty knob keeps the value of the config (configs/recipe/paper.yaml
+# holds the paper's values, configs/mr_search_embedded.yaml the embedded sizes). Arguments are Hydra overrides
+# for verl's main_ppo and win over everything set here.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+PYTHON="${PYTHON:-python}"
+export MR_SEARCH_CACHE="${MR_SEARCH_CACHE:-$HOME/.cache/mr_search}"
+
+# --- preset -------------------------------------------------------------------------------------------------------
+# auto: `embedded` when no GPU is usable and neither MODEL_PATH nor TRAIN_FILE is set, else `paper`.
+PRESET="${PRESET:-auto}"                      # auto | embedded | paper
+DRY_RUN="${DRY_RUN:-0}"                       # 1: print the trainer command and exit (no setup, no training)
+
+# --- data -----------------------------------------------------------------------------------------------------------
+TRAIN_FILE="${TRAIN_FILE:-}"                  # verl parquet; embedded: written under $MR_SEARCH_CACHE/data
+VAL_FILE="${VAL_FILE:-}"                      # verl parquet; embedded: the world's held-out questions
+
+# --- model ----------------------------------------------------------------------------------------------------------
+MODEL_PATH="${MODEL_PATH:-}"                  # HF model dir or id; embedded: the warm-started tiny policy
+
+# --- retrieval ------------------------------------------------------------------------------------------------------
+RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"  # service base URL (POST /retrieve, GET /health)
+START_RETRIEVER="${START_RETRIEVER:-auto}"    # auto: embedded preset starts retrieval_launch.sh if /health is silent
+RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"  # seconds to wait for /health (first run builds the index)
+
+# --- algorithm ------------------------------------------------------------------------------------------------------
+ATTEMPTS="${ATTEMPTS:-}"                      # K attempts per meta-episode (paper: 3); 1 = Search-R1 baseline
+GAMMA="${GAMMA:-}"                            # discount over later attempts (paper: 1.0; ablation: 0)
+GROUP_SIZE="${GROUP_SIZE:-}"                  # n trajectories per question (paper: 5; embedded: 4)
+ADV_ESTIMATOR="${ADV_ESTIMATOR:-}"            # empty: mr_search, or verl's grpo when ATTEMPTS=1
+LR="${LR:-}"                                  # actor learning rate (paper: 1e-6)
+
+# --- batch and length -----------------------------------------------------------------------------------------------
+TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-}"      # questions per step (paper: 64; embedded: 4)
+PPO_MINI_BATCH_SIZE="${PPO_MINI_BATCH_SIZE:-}"  # questions per PPO update (paper: 32; embedded: 4)
+TOTAL_STEPS="${TOTAL_STEPS:-}"                # training steps (paper: 300; embedded: 4)
+MAX_TURNS="${MAX_TURNS:-}"                    # model turns per attempt (paper: 3)
+
+# --- resources ------------------------------------------------------------------------------------------------------
+ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"          # sglang | vllm | cpu; empty: cpu for embedded, sglang (paper) else
+N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-}"        # GPUs per node (paper: 8)
+NNODES="${NNODES:-1}"                         # >1: join the Ray cluster already running (ray start) on every node
+ROLLOUT_TP="${ROLLOUT_TP:-}"                  # rollout tensor parallel size (paper: 1)
+
+# --- output ---------------------------------------------------------------------------------------------------------
+RUN_DIR="${RUN_DIR:-}"                        # run folder (checkpoints, metrics, logs); reuse one to resume
+SAVE_FREQ="${SAVE_FREQ:-}"                    # checkpoint every N steps (embedded: 1; paper: 50)
+TEST_FREQ="${TEST_FREQ:-}"                    # validation every N steps, -1 never (embedded: -1; paper: 50)
+
+die() { echo "train_grpo_step.sh: $*" >&2; exit 1; }
+
+has_gpu() {
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
+    && "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null
+}
+
+if [[ "$PRESET" == auto ]]; then
+  if [[ -z "$MODEL_PATH$TRAIN_FILE" ]] && ! has_gpu; then PRESET=embedded; else PRESET=paper; fi
+fi
+case "$PRESET" in
+  embedded) CONFIG_NAME=mr_search_embedded; ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-cpu}" ;;
+  paper) CONFIG_NAME=mr_search_paper; ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-sglang}" ;;
+  *) die "PRESET=$PRESET is not valid; use auto, embedded or paper" ;;
+esac
+case "$ROLLOUT_ENGINE" in
+  sglang|vllm|cpu) ;;
+  *) die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use sglang, vllm or cpu" ;;
+esac
+if [[ -n "$ATTEMPTS" ]] && ! [[ "$ATTEMPTS" =~ ^[1-9][0-9]*$ ]]; then
+  die "ATTEMPTS=$ATTEMPTS is not valid; use a whole number >= 1 (1 = the Search-R1 baseline)"
+fi
+if [[ -z "$ADV_ESTIMATOR" ]]; then
+  # K = 1 is plain Search-R1: verl's GRPO on single attempts (the attempt-level estimator equals it there).
+  if [[ "$ATTEMPTS" == 1 ]]; then ADV_ESTIMATOR=grpo; else ADV_ESTIMATOR=mr_search; fi
+fi
+
+if [[ -z "$RUN_DIR" ]]; then
+  RUN_DIR="$ROOT/runs/${PRESET}-k${ATTEMPTS:-3}-$(date +%Y%m%d-%H%M%S)"
+fi
+RUN_DIR="$(realpath -m "$RUN_DIR")"
+[[ "$DRY_RUN" == 1 ]] || mkdir -p "$RUN_DIR"
+LAUNCH="$(date +%Y%m%d-%H%M%S)-$$"
+
+# --- embedded setup: data, policy, retrieval (each cached after the first run) ----------------------------------------
+if [[ "$PRESET" == embedded && "$DRY_RUN" != 1 ]]; then
+  if [[ -z "$TRAIN_FILE" || -z "$VAL_FILE" ]]; then
+    echo "train_grpo_step.sh: preparing the embedded dataset"
+    mapfile -t files < <("$PYTHON" -c \
+      'from mr_search.data.embedded import ensure_embedded_parquet; print(*ensure_embedded_parquet(), sep="\n")')
+    TRAIN_FILE="${TRAIN_FILE:-${files[0]}}"
+    VAL_FILE="${VAL_FILE:-${files[1]}}"
+  fi
+  if [[ -z "$MODEL_PATH" ]]; then
+    echo "train_grpo_step.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
+    MODEL_PATH="$("$PYTHON" -m mr_search.warmstart | tail -n 1)"
+  fi
+fi
+
+retriever_started=""
+cleanup() {
+  # Stops only what this script started (retrieval_launch.sh stops its own server on TERM).
+  if [[ -n "$retriever_started" ]] && kill -0 "$retriever_started" 2>/dev/null; then
+    kill -TERM "$retriever_started" 2>/dev/null || true
+    wait "$retriever_started" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+healthy() {
+  "$PYTHON" - "$RETRIEVER_URL/health" 2>/dev/null <<'EOF'
+import sys, urllib.request
+sys.exit(0 if urllib.request.urlopen(sys.argv[1], timeout=2).status == 200 else 1)
+EOF
+}
+
+if [[ "$DRY_RUN" != 1 ]] && ! healthy; then
+  if [[ "$START_RETRIEVER" == 1 || ( "$START_RETRIEVER" == auto && "$PRESET" == embedded ) ]]; then
+    port="${RETRIEVER_URL##*:}"; port="${port%%/*}"
+    [[ "$RETRIEVER_URL" =~ ^http://(127\.0\.0\.1|localhost):[0-9]+/?$ ]] \
+      || die "RETRIEVER_URL=$RETRIEVER_URL does not answer and is not a local http://127.0.0.1:<port> to start"
+    echo "train_grpo_step.sh: starting the embedded retrieval service on port $port (log: $RUN_DIR/retrieval.log)"
+    RETRIEVER_PORT="$port" PYTHON="$PYTHON" RETRIEVER_READY_TIMEOUT="$RETRIEVER_READY_TIMEOUT" \
+      bash "$ROOT/retrieval_launch.sh" >"$RUN_DIR/retrieval.log" 2>&1 &
+    retriever_started=$!
+    deadline=$((SECONDS + RETRIEVER_READY_TIMEOUT))
+    until healthy; do
+      kill -0 "$retriever_started" 2>/dev/null || die "the retrieval service exited; see $RUN_DIR/retrieval.log"
+      ((SECONDS < deadline)) || die "$RETRIEVER_URL/health not ready after ${RETRIEVER_READY_TIMEOUT}s"
+      sleep 1
+    done
+  else
+    die "no retrieval service answers at $RETRIEVER_URL/health; start one (bash retrieval_launch.sh) or set RETRIEVER_URL"
+  fi
+fi
+
+# --- the trainer command --------------------------------------------------------------------------------------------
+overrides=(
+  "algorithm.adv_estimator=$ADV_ESTIMATOR"
+  "mr_search.retriever.url=${RETRIEVER_URL%/}/retrieve"
+  "trainer.project_name=mr_search"
+  "trainer.experiment_name=$(basename "$RUN_DIR")"
+  "trainer.default_local_dir=$RUN_DIR/checkpoints"
+  "trainer.rollout_data_dir=$RUN_DIR/rollouts"
+  "trainer.resume_mode=auto"
+)
+if [[ "$ROLLOUT_ENGINE" != cpu ]]; then
+  overrides+=("actor_rollout_ref.rollout.name=$ROLLOUT_ENGINE")
+else
+  # The CPU backend's settings (mr_search/cpu): environment variables, then Hydra overrides (its rollout name
+  # included), one per line.
+  [[ -f "$ROOT/configs/cpu_backend.env" && -f "$ROOT/configs/cpu_backend_overrides.txt" ]] \
+    || die "ROLLOUT_ENGINE=cpu needs configs/cpu_backend.env and configs/cpu_backend_overrides.txt (the CPU backend)"
+  while IFS= read -r line; do
+    [[ -z "${line// }" || "$line" == \#* ]] && continue
+    export "${line?}"
+  done <"$ROOT/configs/cpu_backend.env"
+  while IFS= read -r line; do
+    [[ -z "${line// }" || "$line" == \#* ]] && continue
+    overrides+=("$line")
+  done <"$ROOT/configs/cpu_backend_overrides.txt"
+fi
+add() { [[ -n "$2" ]] && overrides+=("$1=$2"); return 0; }
+add data.train_files "$TRAIN_FILE"
+add data.val_files "$VAL_FILE"
+add actor_rollout_ref.model.path "$MODEL_PATH"
+add mr_search.episode.attempts "$ATTEMPTS"
+add mr_search.episode.max_turns_per_attempt "$MAX_TURNS"
+add mr_search.advantage.gamma "$GAMMA"
+add algorithm.gamma "$GAMMA"
+add actor_rollout_ref.rollout.n "$GROUP_SIZE"
+add actor_rollout_ref.actor.optim.lr "$LR"
+add data.train_batch_size "$TRAIN_BATCH_SIZE"
+add actor_rollout_ref.actor.ppo_mini_batch_size "$PPO_MINI_BATCH_SIZE"
+add trainer.total_training_steps "$TOTAL_STEPS"
+add trainer.n_gpus_per_node "$N_GPUS_PER_NODE"
+add actor_rollout_ref.rollout.tensor_model_parallel_size "$ROLLOUT_TP"
+add trainer.save_freq "$SAVE_FREQ"
+add trainer.test_freq "$TEST_FREQ"
+if ((NNODES > 1)); then
+  # Multi-node: every node has joined one Ray cluster (`ray start --head` / `ray start --address=...`).
+  overrides+=("trainer.nnodes=$NNODES" "++ray_kwargs.ray_init.address=${RAY_ADDRESS:-auto}")
+fi
+
+cmd=("$PYTHON" -m verl.trainer.main_ppo "--config-path=$ROOT/configs" "--config-name=$CONFIG_NAME" "${overrides[@]}" "$@")
+if [[ "$DRY_RUN" == 1 ]]; then
+  printf '%q ' "${cmd[@]}"
+  echo
+  exit 0
+fi
+
+# verl's file logger writes one JSON line per step; one file per launch so that a resumed run keeps the earlier ones.
+mkdir -p "$RUN_DIR/metrics"
+export VERL_FILE_LOGGER_PATH="$RUN_DIR/metrics/$LAUNCH.jsonl"
+printf '%q ' "${cmd[@]}" >"$RUN_DIR/command.txt"
+echo "train_grpo_step.sh: $PRESET preset, $ROLLOUT_ENGINE rollout, run folder $RUN_DIR"
+status=0
+"${cmd[@]}" 2>&1 | tee -a "$RUN_DIR/train.log" || status=$?
+cat "$RUN_DIR"/metrics/*.jsonl >"$RUN_DIR/metrics.jsonl" 2>/dev/null || true
+if ((status != 0)); then
+  die "training failed (exit $status); log: $RUN_DIR/train.log"
+fi
+echo "train_grpo_step.sh: done. Run folder: $RUN_DIR"
+echo "  checkpoints: $RUN_DIR/checkpoints   per-step metrics: $RUN_DIR/metrics.jsonl   log: $RUN_DIR/train.log"
+echo "  continue it: RUN_DIR=$RUN_DIR bash train_grpo_step.sh"
