@@ -152,11 +152,10 @@ class MRSearchAgentLoop(AgentLoopBase):
         self._track_global_steps(state, output.extra_fields or {})
         ids = list(output.token_ids)[:max_new]
         logprobs = list(output.log_probs)[: len(ids)] if output.log_probs is not None else None
-        cut = cut_after_close(ids, self.env.decode) if ids else None
+        cut, text = cut_after_close(ids, self.env.decode) if ids else (None, "")
         if cut is not None:
             ids = ids[:cut]
             logprobs = logprobs[:cut] if logprobs is not None else None
-        text = self.env.decode(ids)
         closing: list[int] = []
         if cut is None and ids and len(ids) < max_new and ids[-1] not in self.env.end_ids:
             # The backend stopped at the tag and trimmed it: close the tag as environment text.

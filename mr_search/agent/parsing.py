@@ -35,16 +35,20 @@ def first_close(text: str) -> tuple[int, str] | None:
     return best
 
 
-def cut_after_close(token_ids: Sequence[int], decode: Callable[[Sequence[int]], str]) -> int | None:
-    """Returns how many leading tokens end with the first closing tag (None when the turn has none).
+def cut_after_close(token_ids: Sequence[int], decode: Callable[[Sequence[int]], str]) -> tuple[int | None, str]:
+    """Finds where a turn ends: (how many leading tokens end with the first closing tag, their text).
 
-    Backends may stop exactly at the tag, drop it, or (SGLang without a tokenizer) run past it; the
-    loop keeps the shortest token prefix whose text contains the first closing tag, and drops the
-    rest. A token that both finishes the tag and carries more text is kept whole: model tokens are
-    never split.
+    Returns ``(None, text of all tokens)`` when the turn has no closing tag. Backends may stop exactly
+    at the tag, drop it, or (SGLang without a tokenizer) run past it; the loop keeps the shortest token
+    prefix whose text contains the first closing tag, and drops the rest. A token that both finishes
+    the tag and carries more text is kept whole: model tokens are never split.
     """
-    if first_close(decode(token_ids)) is None:
-        return None
+    text = decode(token_ids)
+    close = first_close(text)
+    if close is None:
+        return None, text
+    if close[0] == len(text):
+        return len(token_ids), text  # the usual case: the backend stopped right at the tag (one decode)
     low, high = 1, len(token_ids)
     while low < high:  # smallest prefix whose text holds a closing tag (monotone in the prefix length)
         middle = (low + high) // 2
@@ -52,7 +56,7 @@ def cut_after_close(token_ids: Sequence[int], decode: Callable[[Sequence[int]], 
             low = middle + 1
         else:
             high = middle
-    return low
+    return low, decode(token_ids[:low])
 
 
 def unclosed_tag(text: str) -> str | None:

@@ -3,6 +3,7 @@ model tokens that are never re-tokenized."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 _PLACEHOLDERS = ("\x00MR_A\x00", "\x00MR_B\x00", "\x00MR_C\x00")
@@ -54,6 +55,7 @@ class EnvEncoder:
             else self.user_open
         )
         self.end_ids = frozenset(int(i) for i in tokenizer.all_special_ids)
+        self._cache: dict[tuple[str, str], list[int]] = {}
         self.information_open = self.encode_text("\n\n<information>")
         self.information_close = self.encode_text("</information>\n\n")
 
@@ -75,12 +77,21 @@ class EnvEncoder:
 
     def note(self, text: str) -> list[int]:
         """A short corrective note inside the assistant's stream (Search-R1's invalid-action layout)."""
-        return self.encode_text(f"\n{text}\n")
+        return self._cached(("note", text), lambda: self.encode_text(f"\n{text}\n"))
 
     def user_turn(self, text: str, after_eos: bool) -> list[int]:
         """A complete user turn followed by the opening of the next assistant turn."""
         opening = self.user_open_after_eos if after_eos else self.user_open
-        return opening + self.encode_text(text) + self.user_close
+        return opening + self._cached(("user", text), lambda: self.encode_text(text)) + self.user_close
+
+    def _cached(self, key: tuple[str, str], encode: Callable[[], list[int]]) -> list[int]:
+        # The fixed texts (reflection, corrective note) are encoded once per tokenizer, not per turn.
+        ids = self._cache.get(key)
+        if ids is None:
+            if len(self._cache) > 256:
+                self._cache.clear()
+            ids = self._cache[key] = encode()
+        return list(ids)
 
 
 class Transcript:
