@@ -124,6 +124,8 @@ class Transcript:
     def add_model(self, token_ids: list[int], logprobs: list[float] | None, attempt: int) -> None:
         self.context.extend(token_ids)
         self.mask.extend([1] * len(token_ids))
+        if not token_ids:
+            return  # an empty turn (e.g. an aborted request) says nothing about log-probs
         if logprobs is None or len(logprobs) != len(token_ids):
             self.has_logprobs = False
             self.logprobs.extend([0.0] * len(token_ids))
