@@ -16,7 +16,7 @@ from mr_search.agent.output import MRSearchAgentLoopOutput, episode_metrics
 from mr_search.agent.parsing import STOP_STRINGS, ActionKind, cut_after_close, parse_turn, unclosed_tag
 from mr_search.agent.state import AttemptRecord, EpisodeState, Phase
 from mr_search.agent.tokens import EnvEncoder, Transcript
-from mr_search.retrieval_client import RetrievalClient, RetrieverConfig, shared_client
+from mr_search.retrieval_client import RetrievalClient, RetrieverConfig, SearchOutcome, shared_client
 from mr_search.reward import RewardConfig, exact_match, gold_answers, token_f1
 
 logger = logging.getLogger(__name__)
@@ -188,7 +188,11 @@ class MRSearchAgentLoop(AgentLoopBase):
             attempt.queries.append(action.content)
             if not read_later:
                 return Phase.ATTEMPT_END
-            outcome = await self.retrieval_client.search(action.content, self.episode.topk)
+            try:
+                outcome = await self.retrieval_client.search(action.content, self.episode.topk)
+            except Exception as error:  # a custom client that raises must not end the training step either
+                logger.warning("search client raised %s: %s", type(error).__name__, error)
+                outcome = SearchOutcome(documents=[], error=str(error) or type(error).__name__)
             if outcome.failed:
                 attempt.search_failures += 1
                 text = prompts.SEARCH_FAILED_MESSAGE

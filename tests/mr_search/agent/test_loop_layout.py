@@ -227,3 +227,15 @@ async def test_stop_params_per_backend(kit: SimpleNamespace) -> None:
     output = await loop.run(dict(kit.sampling), **kit.row())
     assert "stop" not in server.calls[0]["params"]
     assert loop.tokenizer.decode(output.response_ids) == "<answer>x</answer>"  # the loop cut it itself
+
+
+async def test_a_raising_search_client_does_not_end_the_meta_episode(kit: SimpleNamespace, tokenizer: Any) -> None:
+    class Broken:
+        async def search(self, query: str, topk: int) -> Any:
+            raise ConnectionError("retriever gone")
+
+    loop, _, _ = kit.make_loop(["<search>q</search>", "<answer>Paris</answer>"], {"attempts": 1}, retriever=Broken())
+    output = await loop.run(dict(kit.sampling), **kit.row())
+    assert prompts.SEARCH_FAILED_MESSAGE in tokenizer.decode(output.response_ids)
+    assert output.attempt_rewards == [1.0]
+    assert output.extra_fields["reward_extra_info"]["search_failures"] == 1.0
