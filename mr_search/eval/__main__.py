@@ -25,6 +25,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-turns", type=int, default=EvalConfig.max_turns_per_attempt)
     parser.add_argument("--topk", type=int, default=EvalConfig.topk)
     parser.add_argument("--max-new-tokens", type=int, default=EvalConfig.max_new_tokens_per_turn)
+    parser.add_argument("--max-information-tokens", type=int, default=EvalConfig.max_information_tokens)
+    parser.add_argument("--prompt-length", type=int, default=EvalConfig.prompt_length)
     parser.add_argument("--response-length", type=int, default=EvalConfig.response_length)
     parser.add_argument("--concurrency", type=int, default=EvalConfig.concurrency)
     parser.add_argument("--no-progress", action="store_true")
@@ -34,7 +36,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         models = [ModelSpec.parse(m) for m in args.model]
         config = EvalConfig(
             attempts=args.attempts, max_turns_per_attempt=args.max_turns, topk=args.topk,
-            max_new_tokens_per_turn=args.max_new_tokens, response_length=args.response_length,
+            max_new_tokens_per_turn=args.max_new_tokens, max_information_tokens=args.max_information_tokens,
+            prompt_length=args.prompt_length, response_length=args.response_length,
             max_questions=args.max_questions, concurrency=args.concurrency,
         )
         data = args.data

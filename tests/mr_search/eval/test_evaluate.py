@@ -33,6 +33,17 @@ class CorpusRetriever:
         return SearchOutcome(documents=[{"document": d, "score": 1.0} for d in ranked[:topk]])
 
 
+@pytest.fixture(autouse=True)
+def one_torch_thread() -> Any:
+    """The tiny model gains nothing from more threads; on a busy machine spinning threads cost 10x+."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
 @pytest.fixture(scope="module")
 def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
     cache = tmp_path_factory.mktemp("cache")
