@@ -144,12 +144,22 @@ def from_verl_dump(raw: Mapping[str, Any], *, uid: str, method: str = "verl_dump
     advantages = raw.get("mr_attempt_advantages") or [None] * len(pieces)
     attempts = []
     for index, piece in enumerate(pieces):
-        turns = []
+        # Without special tokens the chat markers leave their role names: "...user\n<reflection>\nassistant\n...".
+        if index + 1 < len(pieces):
+            piece = re.sub(r"\s*user\s*$", "", piece)
+        turns = [{"role": "user", "content": prompts.REFLECTION_PROMPT}] if index else []
+        if index:
+            piece = re.sub(r"^\s*assistant\s*", "", piece)
         for part in re.split(r"(<information>.*?</information>)", piece, flags=re.DOTALL):
             if part.strip():
                 turns.append({"role": "tool" if part.startswith("<information>") else "assistant", "content": part})
         advantage = advantages[index] if index < len(advantages) else None
-        attempts.append(make_attempt(index, turns, golds, None if advantage is None else float(advantage)))
+        scored = None
+        if f"em_at_{index + 1}" in raw:  # the agent loop's own per-attempt scores (reward_extra_info columns)
+            answer = extract_answer("".join(t["content"] for t in turns if t["role"] == "assistant"))
+            em, f1 = float(raw[f"em_at_{index + 1}"]), float(raw.get(f"f1_at_{index + 1}", 0.0))
+            scored = {"answer": answer, "reward": em, "em": em, "f1": f1}
+        attempts.append(make_attempt(index, turns, golds, None if advantage is None else float(advantage), scored))
     question = _QUESTION_RE.search(str(raw.get("input", "")))
     return make_record(
         method=method, uid=uid, data_source=str(raw.get("data_source", "unknown")),

@@ -88,6 +88,13 @@ def test_jsonl_round_trip_and_verl_dump(records: list[dict[str, Any]], tmp_path:
     assert record["question"] == "Where was Aldo Venn born?" and record["data_source"] == "nq"
     assert [a["em"] for a in record["attempts"]] == [0.0, 1.0]
     assert searches(record["attempts"][0])[0]["information"] == "Doc 1(Title: Aldo Venn) born in Brimholt"
+    assert record["attempts"][0]["turns"][-1]["content"].endswith("<answer>Kumholt</answer>")
+    assert record["attempts"][1]["turns"][0] == {"role": "user", "content": REFLECTION_PROMPT}
+    assert reflection(record["attempts"][1]) == "Wrong city."
+    # The loop's own per-attempt scores win when the dump carries them (reward_extra_info columns).
+    (tmp_path / "4.jsonl").write_text(json.dumps({**dump, "em_at_1": 1.0, "em_at_2": 0.0, "f1_at_1": 1.0}) + "\n")
+    (scored,) = read_jsonl(tmp_path / "4.jsonl")
+    assert [a["em"] for a in scored["attempts"]] == [1.0, 0.0] and scored["attempts"][0]["f1"] == 1.0
     (tmp_path / "bad.jsonl").write_text('{"foo": 1}\n')
     with pytest.raises(ValueError, match=r"bad\.jsonl:1: neither a trajectory record"):
         list(read_jsonl(tmp_path / "bad.jsonl"))
