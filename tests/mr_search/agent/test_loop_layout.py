@@ -239,3 +239,21 @@ async def test_a_raising_search_client_does_not_end_the_meta_episode(kit: Simple
     assert prompts.SEARCH_FAILED_MESSAGE in tokenizer.decode(output.response_ids)
     assert output.attempt_rewards == [1.0]
     assert output.extra_fields["reward_extra_info"]["search_failures"] == 1.0
+
+
+async def test_k1_reward_equals_verls_custom_reward_function(kit: SimpleNamespace, tokenizer: Any) -> None:
+    """The K = 1 baseline scored by verl's reward manager (decoded response) agrees with the loop."""
+    from mr_search.reward import compute_score
+
+    scripts = [
+        ["<search>Paris</search>", "<answer>Paris</answer>"],  # passages mention Paris; the answer decides
+        ["<search>q</search>", "<answer>Lyon</answer>"],
+        ["<search>a</search>", "<search>b</search>", "<search>c</search>"],  # no answer at all
+        ["nothing", "<answer> the paris </answer>"],
+    ]
+    for script in scripts:
+        loop, _, _ = kit.make_loop(script, {"attempts": 1})
+        output = await loop.run(dict(kit.sampling), **kit.row(["Paris"]))
+        text = tokenizer.decode(output.response_ids, skip_special_tokens=True)  # as verl's naive manager does
+        result = compute_score("embedded_1hop", text, {"target": ["Paris"]}, extra_info={})
+        assert result["score"] == output.reward_score == output.attempt_rewards[0], script
