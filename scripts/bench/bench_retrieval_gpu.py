@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
         default=1.0,
         help="also serve with sys.setswitchinterval at this value (GIL hand-over; 0 skips; Python's default is 5)",
     )
+    p.add_argument(
+        "--chunk-rows", type=_ints, default=[1 << 18, 1 << 22], help="other chunk sizes to time the service index at"
+    )
+    p.add_argument(
+        "--profile-loop", action="store_true", help="extra rows with cProfile in the server's event-loop thread"
+    )
     p.add_argument("--no-proposed", action="store_true", help="skip the proposed grouped top-k index")
     p.add_argument("--max-wait-ms", type=float, default=2.0)
     p.add_argument("--topk", type=int, default=3)

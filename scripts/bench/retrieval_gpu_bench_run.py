@@ -115,6 +115,29 @@ def measure_search(
     return out
 
 
+def measure_search_components(index: TorchExactIndex, args: argparse.Namespace) -> dict[str, Any]:
+    """Where bare search time goes: the chunked matrix products alone, and the service's index at other chunk sizes."""
+    dev, home, out = args.device, index.shards[0], {}
+    gen = torch.Generator(device=home.device).manual_seed(5)
+    for b in args.search_batches:
+        q = torch.nn.functional.normalize(torch.randn((b, index.dim), generator=gen, device=home.device), dim=-1)
+        q = q.to(home.dtype)
+
+        def products(q: torch.Tensor = q) -> None:
+            with torch.inference_mode():
+                for start in range(0, home.shape[0], index.chunk_rows):
+                    q @ home[start : start + index.chunk_rows].T
+
+        row = {"matmul_only_qps": b / median_seconds(products, dev)}
+        for rows in args.chunk_rows:
+            other = TorchExactIndex(index.shards, chunk_rows=rows)
+            row[f"service_chunk_{rows}_qps"] = b / median_seconds(
+                lambda q=q, o=other: o.search_tensor(q, args.topk), dev
+            )
+        out[b] = row
+    return out
+
+
 def gpu_memory(device: str) -> dict[str, Any]:
     if device != "cuda":
         return {}
@@ -140,7 +163,13 @@ Point = tuple[int, int]  # (concurrent clients, queries per request)
 
 
 def serve_points(
-    app: Any, label: str, args: argparse.Namespace, points: list[Point], mbs: int | None = None, searcher: Any = None
+    app: Any,
+    label: str,
+    args: argparse.Namespace,
+    points: list[Point],
+    mbs: int | None = None,
+    searcher: Any = None,
+    profile: bool = False,
 ) -> list[dict[str, Any]]:
     """Serve `app` once and drive it at each point; with a searcher, first check the served documents."""
     rows = []
@@ -150,7 +179,7 @@ def serve_points(
             if not (check["same_ids"] and check["documents_have_contents"]):
                 raise RuntimeError(f"the service answered other documents than its searcher finds: {check}")
         for conc, per_request in points:
-            row = drive(served, conc, args.client_procs, args.duration, args.warmup, args.topk, per_request)
+            row = drive(served, conc, args.client_procs, args.duration, args.warmup, args.topk, per_request, profile)
             row.update(searcher=label, max_batch_size=mbs, consistent=searcher is not None or None)
             logger.info(
                 "%s mbs=%s c=%d x%d: %.0f q/s p50 %.1f ms p99 %.1f ms",
@@ -196,6 +225,13 @@ def serve_all(
             rows += serve_points(app_of(searcher, small, label), label, args, [(mid, 1)], small, searcher)
         finally:
             sys.setswitchinterval(before)
+    if args.profile_loop:  # cProfile slows the loop: these rows explain where its CPU goes, not how fast it is
+        rows += serve_points(
+            app_of(null, small, "null"), "http_only_null_searcher_profiled", args, [(mid, 1)], small, null, True
+        )
+        rows += serve_points(
+            app_of(searcher, small, "service"), "service_profiled", args, [(mid, 1)], small, searcher, True
+        )
     if proposed is not None:
         for mbs in args.max_batch_sizes:
             points = [(c, 1) for c in args.proposed_concurrency] + (args.batched if mbs == big else [])
@@ -255,7 +291,7 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     work = args.work_dir or cache / "bench_retrieval_gpu"
     shape = EncoderShape(args.encoder_layers, args.encoder_hidden, args.encoder_heads, args.encoder_intermediate)
     setup: dict[str, float] = {}
-    # The corpus (GBs of disk writes and a line-offset scan) is prepared while the GPU is measured.
+    # The corpus (GBs of disk writes and a line-offset scan) is prepared while the encoder and index load.
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corpus")
     corpus_job = pool.submit(prepare_corpus, corpus_path(work, args.num_passages, args.passage_words), args)
     t = time.perf_counter()
@@ -277,14 +313,16 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     logger.info("setup (GPU side): %s", setup)
     searcher = DenseSearcher(encoder, index)
     proposed = None if args.no_proposed else GroupedTopkIndex.sharing(index)
-    res["encoder"] = measure_encoder(encoder, args)
-    logger.info("encoder: %s", res["encoder"])
-    res["search"] = measure_search(index, searcher, args, proposed)
-    logger.info("search: %s", res["search"])
+    # Measure only once the corpus thread is done: its scans hold the GIL and CPU and would slow the GPU launches.
     corpus, corpus_setup = corpus_job.result()
     pool.shutdown()
     setup.update(corpus_setup)
     logger.info("corpus: %s", corpus_setup)
+    res["encoder"] = measure_encoder(encoder, args)
+    logger.info("encoder: %s", res["encoder"])
+    res["search"] = measure_search(index, searcher, args, proposed)
+    res["search"]["components"] = measure_search_components(index, args)
+    logger.info("search: %s", res["search"])
     res["hot_path"] = measure_hot_path(corpus, args.topk)
     logger.info("hot path: %s", res["hot_path"])
     serving = serve_all(searcher, None if proposed is None else DenseSearcher(encoder, proposed), corpus, args)
@@ -325,12 +363,14 @@ def print_summary(res: dict[str, Any]) -> None:
         f"{min(s['pipeline_qps_encode_search'])}: "
         + ", ".join(f"{k} {v:.2f}" for k, v in res["serving_fraction_of_pipeline"].items())
     )
+    for b, row in s.get("components", {}).items():
+        lines.append(f"search components at batch {b} (q/s): " + ", ".join(f"{k} {v:,.0f}" for k, v in row.items()))
     if "proposed_matches_service" in s:
         lines.append(f"proposed vs service results: {s['proposed_matches_service']}")
     nan = float("nan")
     lines.append(
         f"{'searcher':<34}{'mbs':>5}{'conc':>5}{'q/req':>6}{'q/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'batch':>6}"
-        f"{'b ms':>7}{'srv cpu':>8}{'loop':>6}{'lg cpu':>7}  statuses"
+        f"{'b ms':>7}{'srv cpu':>8}{'loop':>6}{'model':>6}{'lg cpu':>7}  statuses"
     )
     for r in res["serving"]:
         loop = r["server_loop_thread_cores"]
@@ -339,8 +379,19 @@ def print_summary(res: dict[str, Any]) -> None:
             f"{r['queries_per_s']:>8,.0f}{r['p50_ms'] or nan:>8.1f}{r['p99_ms'] or nan:>8.1f}"
             f"{r['mean_batch'] or nan:>6.0f}{r['mean_batch_ms'] or nan:>7.1f}"
             f"{r['server_cpu_cores']:>8.2f}{loop if loop is not None else nan:>6.2f}"
+            f"{r['server_model_thread_cores'] if r['server_model_thread_cores'] is not None else nan:>6.2f}"
             f"{r['loadgen_cpu_cores']:>7.2f}  {r['statuses']}"
         )
+    for r in res["serving"]:
+        if r.get("loop_profile"):
+            lp = r["loop_profile"]
+            lines.append(
+                f"{r['searcher']}: event-loop thread CPU {lp['thread_cpu_s']:.2f}s in {lp['window_s']:.0f}s; top:"
+            )
+            lines += [
+                f"    {f['own_s']:7.3f}s own {f['cum_s']:7.3f}s cum {f['calls']:>7} {f['function']}"
+                for f in lp["top_by_own_cpu"][:10]
+            ]
     hp = res["hot_path"]
     lines.append(
         f"app hot path per single-query request: parse_request {hp['parse_request_us']:.0f} us, _render_result "

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import cProfile
 import json
 import logging
+import pstats
 import resource
 import socket
 import subprocess
@@ -117,6 +120,10 @@ class ServedApp:
         self.server.should_exit = True
         self.thread.join(timeout=120)
 
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop uvicorn serves on (its listening server's loop)."""
+        return self.server.servers[0].get_loop()
+
     def post(self, payload: dict) -> dict:
         req = urllib.request.Request(
             f"{self.url}/retrieve", data=json.dumps(payload).encode(), headers={"content-type": "application/json"}
@@ -145,10 +152,41 @@ def check_consistency(
     }
 
 
+def _model_thread_id() -> int | None:
+    """Native id of the service's model executor thread (create_app names it mr-search-model_N)."""
+    for t in threading.enumerate():
+        if t.name.startswith("mr-search-model"):
+            return t.native_id
+    return None
+
+
+def _profile_summary(prof: cProfile.Profile, seconds: float, top: int = 15) -> dict[str, Any]:
+    stats = pstats.Stats(prof)
+    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]  # by own CPU time
+    return {
+        "thread_cpu_s": stats.total_tt,
+        "window_s": seconds,
+        "top_by_own_cpu": [
+            {"function": f"{Path(f).name}:{line}({name})", "calls": nc, "own_s": tt, "cum_s": ct}
+            for (f, line, name), (_cc, nc, tt, ct, _callers) in rows
+        ],
+    }
+
+
 def drive(
-    served: ServedApp, concurrency: int, procs: int, duration: float, warmup: float, topk: int, per_request: int = 1
+    served: ServedApp,
+    concurrency: int,
+    procs: int,
+    duration: float,
+    warmup: float,
+    topk: int,
+    per_request: int = 1,
+    profile: bool = False,
 ) -> dict[str, Any]:
-    """Closed-loop load from `procs` client processes; queries/s, latency percentiles, CPU of both sides."""
+    """Closed-loop load from `procs` client processes; queries/s, latency percentiles, CPU of both sides.
+
+    profile: run cProfile (thread CPU time) in the server's event-loop thread during the window.
+    """
     procs = max(1, min(procs, concurrency))
     shares = [concurrency // procs + (1 if i < concurrency % procs else 0) for i in range(procs)]
     start_at = time.time() + 2.0
@@ -172,10 +210,20 @@ def drive(
         subprocess.Popen([*cmd, "--concurrency", str(n), "--seed", str(i)], stdout=subprocess.PIPE)
         for i, n in enumerate(shares)
     ]
+    model_tid = _model_thread_id()
+    prof = cProfile.Profile(time.thread_time) if profile else None
     time.sleep(max(0.0, start_at + warmup - time.time()))
+    if prof is not None:
+        served.loop().call_soon_threadsafe(prof.enable)
     cpu0, loop0, (n0, tot0, sec0) = _cpu_seconds(), _thread_cpu(served.loop_thread_id), served.batch_stats()
+    model0 = _thread_cpu(model_tid)
     time.sleep(duration)
     cpu1, loop1, (n1, tot1, sec1) = _cpu_seconds(), _thread_cpu(served.loop_thread_id), served.batch_stats()
+    model1 = _thread_cpu(model_tid)
+    if prof is not None:
+        done = threading.Event()
+        served.loop().call_soon_threadsafe(lambda: (prof.disable(), done.set()))
+        done.wait(60)
     reports = []
     for child in children:
         out, _ = child.communicate(timeout=duration + warmup + 180)
@@ -202,5 +250,9 @@ def drive(
         "mean_batch_ms": 1000 * (sec1 - sec0) / batches if batches else None,
         "server_cpu_cores": (cpu1 - cpu0) / duration,
         "server_loop_thread_cores": (loop1 - loop0) / duration if loop0 is not None and loop1 is not None else None,
+        "server_model_thread_cores": (model1 - model0) / duration
+        if model0 is not None and model1 is not None
+        else None,
         "loadgen_cpu_cores": sum(r["cpu_s"] for r in reports) / duration,
+        "loop_profile": _profile_summary(prof, duration) if prof is not None else None,
     }
