@@ -20,8 +20,9 @@ from types import ModuleType
 from typing import Final
 
 from mr_search.cpu.import_hooks import when_imported
-from mr_search.cpu.workarounds import ROLLOUT_NAME
 
+# verl is imported only inside register(): `mr_search.cpu.generation` (the sampler) stays usable without it.
+ROLLOUT_NAME: Final = "mr_hf"
 ADAPTER_PATH: Final = "mr_search.cpu.adapter.HFServerAdapter"
 
 

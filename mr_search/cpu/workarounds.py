@@ -38,12 +38,11 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Final
 
+from mr_search.cpu import ROLLOUT_NAME
 from mr_search.cpu.import_hooks import when_imported
 from mr_search.cpu.platform import cpu_platform_selected
 
 logger = logging.getLogger(__name__)
-
-ROLLOUT_NAME: Final = "mr_hf"
 
 # Environment of every process of a CPU run (the driver's environment reaches Ray's local workers).
 ENV: Final[dict[str, str]] = {
