@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import time
 from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -97,10 +98,30 @@ def parse_request(body: bytes, limits: LimitsConfig, default_topk: int) -> tuple
     return req.queries, topk, req.return_scores
 
 
+def _score(value: float) -> bytes:
+    return repr(float(value)).encode() if math.isfinite(value) else b"null"
+
+
 def _render_result(corpus: CorpusStore, hits: list, return_scores: bool) -> bytes:
+    """The response body. Corpus lines are spliced in as stored (no parse/dump) when their ids are strings."""
+    if not corpus.raw_ok:
+        return _render_parsed(corpus, hits, return_scores)
+    lists = []
+    for scores, ids in hits:
+        # Approximate indexes pad with id -1 when they find fewer than k.
+        pairs = [(corpus.raw(i).rstrip(), s) for i, s in zip(ids.tolist(), scores.tolist(), strict=True) if i >= 0]
+        if return_scores:
+            docs = [b'{"document":' + d + b',"score":' + _score(s) + b"}" for d, s in pairs]
+        else:
+            docs = [d for d, _ in pairs]
+        lists.append(b"[" + b",".join(docs) + b"]")
+    return b'{"result":[' + b",".join(lists) + b"]}"
+
+
+def _render_parsed(corpus: CorpusStore, hits: list, return_scores: bool) -> bytes:
     result = []
     for scores, ids in hits:
-        keep = ids >= 0  # approximate indexes pad with -1 when they find fewer than k
+        keep = ids >= 0
         docs = corpus.get_many(ids[keep])
         if return_scores:
             result.append([{"document": d, "score": float(s)} for d, s in zip(docs, scores[keep], strict=True)])

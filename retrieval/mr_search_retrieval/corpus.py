@@ -62,6 +62,8 @@ class CorpusStore:
         self._spans = self._load_or_build_offsets(size, cache_dir)
         self._check_line(0)
         self._check_line(len(self) - 1)
+        # Lines whose ids are JSON strings can be spliced into responses as they are, unparsed.
+        self.raw_ok = all(isinstance(json.loads(self.raw(i)).get("id"), str) for i in (0, len(self) - 1))
 
     def _load_or_build_offsets(self, size: int, cache_dir: Path | None) -> np.ndarray:
         sidecar = _offsets_path(self.path, cache_dir)
@@ -92,6 +94,7 @@ class CorpusStore:
         return int(self._spans.shape[0])
 
     def raw(self, i: int) -> bytes:
+        """Line i as stored: one JSON object (no newline; may end in whitespace)."""
         start, end = self._spans[i]
         return self._mm[int(start) : int(end)]
 

@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 
+from mr_search_retrieval.app import _render_result
 from mr_search_retrieval.config import BatcherConfig, EncoderConfig, LimitsConfig, ServerConfig
 from mr_search_retrieval.corpus import CorpusStore
 
@@ -59,3 +61,21 @@ def test_corpus_errors_name_the_file(tmp_path: Path) -> None:
     no_contents.write_text('{"id": "0", "text": "no contents"}\n')
     with pytest.raises(ValueError, match="lacks the 'id' and 'contents' fields"):
         CorpusStore(no_contents)
+
+
+@pytest.mark.parametrize("ids", [["a", "b", "c"], [1, 2, 3]])
+def test_rendered_response_is_the_documents_as_stored(tmp_path: Path, ids: list) -> None:
+    """Responses splice raw lines when ids are strings, else parse them; both give the same JSON documents."""
+    path = tmp_path / "c.jsonl"
+    path.write_text("".join(json.dumps({"id": i, "contents": f'"T"\nx {i} ü', "title": "T"}) + " \r\n" for i in ids))
+    store = CorpusStore(path)
+    assert store.raw_ok is isinstance(ids[0], str)
+    hits = [(np.array([0.5, 0.25, -np.inf], np.float32), np.array([2, 0, -1]))]
+    with_scores = json.loads(_render_result(store, hits, True))["result"][0]
+    assert [item["document"]["id"] for item in with_scores] == [str(ids[2]), str(ids[0])]  # the -1 pad is dropped
+    assert [item["score"] for item in with_scores] == [0.5, 0.25]
+    assert json.loads(_render_result(store, hits, False))["result"][0][0] == {
+        "id": str(ids[2]),
+        "contents": f'"T"\nx {ids[2]} ü',
+        "title": "T",
+    }
