@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from collections.abc import Callable
 from typing import Final
 
 # A small syllable inventory keeps the vocabulary of a tiny tokenizer small: every name is a
@@ -43,9 +44,9 @@ class NameGenerator:
         self._used.add(key)
         return True
 
-    def _unique(self, make: object) -> str:
+    def _unique(self, make: Callable[[], str]) -> str:
         for _ in range(10_000):
-            name = make()  # type: ignore[operator]
+            name = make()
             if self._claim(name):
                 return name
         raise RuntimeError("NameGenerator: the syllable inventory is exhausted; lower the world's entity counts")
