@@ -22,7 +22,7 @@ from mr_search.warmstart.transcripts import TranscriptConfig, build_transcripts
 logger = logging.getLogger(__name__)
 
 # Bump when transcripts, layout or training change in a way the config does not show: rebuilds caches.
-WARMSTART_VERSION = 1  # 1: Search-R1 layout of the mr_search agent loop (agent/tokens.py)
+WARMSTART_VERSION = 2  # 2: entity-name queries; Search-R1 layout of the mr_search agent loop (agent/tokens.py)
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """Synthetic meta-episode transcripts over the embedded world: what the warm-started policy imitates.
 
 Each transcript is one question answered in K attempts, written the way the MR-Search agent should act:
-think, search, read passages, answer; after the reflection turn, either keep a supported answer or search
-again with a better query. Some leading attempts answer wrong (a same-type answer of another question, or the
-bridge entity of a two-hop question), so the policy sees mistakes followed by corrections.
+think, search the asked-about entity (then the bridge entity for two hops), read passages, answer; after the
+reflection turn, either keep a supported answer or search again. Some leading attempts search vaguely (the whole
+question) and answer wrong (a same-type answer of another question, or the bridge entity of a two-hop question),
+so the policy sees mistakes followed by corrections.
 """
 
 from __future__ import annotations
@@ -19,12 +20,6 @@ from mr_search.warmstart.lookup import LexicalIndex
 
 Role = Literal["model", "information"]
 
-# The second search of a two-hop question, keyed by the world's relation: it names the bridge entity.
-_HOP2_QUERY = {
-    "birth_country": "In which country is {bridge}?",
-    "headquarters_country": "In which country is {bridge}?",
-    "founder_birthplace": "Where was {bridge} born?",
-}
 THINK_SEARCH = "I need to search for this."
 THINK_BRIDGE = "I found {bridge}. I need to search for it."
 THINK_ANSWER = "I found the answer."
@@ -107,25 +102,22 @@ class TranscriptBuilder:
     def _right_attempt(self, row: Mapping[str, Any], retry: bool) -> tuple[Turn, ...]:
         gold_ids = [str(d) for d in row["gold_doc_ids"]]
         answer = str(row["golden_answers"][0])
-        first_query = str(row["question"]).rstrip("?")
-        if retry and len(gold_ids) == 1:  # a different query the second time: the article's title
-            first_query = str(self.index.doc(gold_ids[0])["title"])
+        subject = str(self.index.doc(gold_ids[0])["title"])  # the asked-about entity: a precise query
         turns = [
-            Turn("model", search_turn(THINK_RETRY if retry else THINK_SEARCH, first_query)),
-            self._information(first_query, gold_ids[0]),
+            Turn("model", search_turn(THINK_RETRY if retry else THINK_SEARCH, subject)),
+            self._information(subject, gold_ids[0]),
         ]
-        hop2 = _HOP2_QUERY.get(str(row.get("relation", "")))
-        if len(gold_ids) > 1 and hop2 is not None:
+        if len(gold_ids) > 1:  # two hops: the bridge entity named in the first passage is searched next
             bridge = str(self.index.doc(gold_ids[1])["title"])
-            query = hop2.format(bridge=bridge)
             turns += [
-                Turn("model", search_turn(THINK_BRIDGE.format(bridge=bridge), query)),
-                self._information(query, gold_ids[1]),
+                Turn("model", search_turn(THINK_BRIDGE.format(bridge=bridge), bridge)),
+                self._information(bridge, gold_ids[1]),
             ]
         turns.append(Turn("model", answer_turn(THINK_ANSWER, answer)))
         return tuple(turns)
 
     def _wrong_attempt(self, rng: random.Random, row: Mapping[str, Any], retry: bool) -> tuple[Turn, ...]:
+        # A vaguer query (the whole question), then a plausible wrong answer.
         gold_ids = [str(d) for d in row["gold_doc_ids"]]
         query = str(row["question"]).rstrip("?")
         if len(gold_ids) > 1 and rng.random() < 0.5:  # the classic two-hop slip: answering the bridge entity

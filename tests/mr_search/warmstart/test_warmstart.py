@@ -46,9 +46,11 @@ def test_right_attempts_search_and_answer_from_the_passages(index, mini_question
     assert transcript.correct == (False, True)
     wrong, right = transcript.attempts
     answer = two_hop["golden_answers"][0]
-    # The right attempt searches twice (question, then the bridge entity) and copies an answer it has read.
+    # The right attempt searches the asked-about entity, then the bridge entity, and copies an answer it has read.
     assert [t.role for t in right] == ["model", "information", "model", "information", "model"]
-    assert "<search>" in right[0].text and "Kumholt" in right[2].text
+    assert right[0].text.endswith("<search> Aldo Venn </search>")
+    assert right[2].text.endswith("<search> Kumholt </search>")
+    assert "<search> In which country was Aldo Venn born </search>" in wrong[0].text
     assert answer in right[3].text
     assert right[-1].text.endswith(f"<answer> {answer} </answer>")
     assert f"<answer> {answer} </answer>" not in wrong[-1].text
