@@ -91,6 +91,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--profile-loop", action="store_true", help="extra rows with cProfile in the server's event-loop thread"
     )
+    p.add_argument(
+        "--what-if", action="store_true", help="extra rows: the service with its corpus line spans in RAM (not mmap)"
+    )
     p.add_argument("--no-proposed", action="store_true", help="skip the proposed grouped top-k index")
     p.add_argument("--max-wait-ms", type=float, default=2.0)
     p.add_argument("--topk", type=int, default=3)

@@ -207,8 +207,8 @@ def serve_all(
         max(args.max_batch_sizes),
     )
 
-    def app_of(s: Any, mbs: int, label: str) -> Any:
-        return service_app(s, corpus, mbs, args.max_wait_ms, queue, label)
+    def app_of(s: Any, mbs: int, label: str, spans_in_ram: bool = False) -> Any:
+        return service_app(s, corpus, mbs, args.max_wait_ms, queue, label, spans_in_ram)
 
     rows = []
     for mbs in args.max_batch_sizes:
@@ -231,6 +231,13 @@ def serve_all(
         )
         rows += serve_points(
             app_of(searcher, small, "service"), "service_profiled", args, [(mid, 1)], small, searcher, True
+        )
+    if args.what_if:  # the same service with the CorpusStore's spans as a plain array (a proposed one-line fix)
+        rows += serve_points(
+            app_of(null, small, "null", True), "http_only_null_searcher_spans_in_ram", args, [(mid, 1)], small, null
+        )
+        rows += serve_points(
+            app_of(searcher, small, "service", True), "service_spans_in_ram", args, [(mid, 1)], small, searcher
         )
     if proposed is not None:
         for mbs in args.max_batch_sizes:
@@ -385,13 +392,10 @@ def print_summary(res: dict[str, Any]) -> None:
     for r in res["serving"]:
         if r.get("loop_profile"):
             lp = r["loop_profile"]
-            lines.append(
-                f"{r['searcher']}: event-loop thread CPU {lp['thread_cpu_s']:.2f}s in {lp['window_s']:.0f}s; top:"
-            )
-            lines += [
-                f"    {f['own_s']:7.3f}s own {f['cum_s']:7.3f}s cum {f['calls']:>7} {f['function']}"
-                for f in lp["top_by_own_cpu"][:10]
-            ]
+            lines.append(f"{r['searcher']}: event-loop thread stack samples ({lp['samples']}), innermost frame:")
+            lines += [f"    {share:6.1%} {name}" for name, share in lp["own"][:12]]
+            lines.append("  inclusive:")
+            lines += [f"    {share:6.1%} {name}" for name, share in lp["inclusive"][:30]]
     hp = res["hot_path"]
     lines.append(
         f"app hot path per single-query request: parse_request {hp['parse_request_us']:.0f} us, _render_result "

@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-import cProfile
 import json
 import logging
-import pstats
 import resource
 import socket
 import subprocess
@@ -14,6 +12,7 @@ import sys
 import threading
 import time
 import urllib.request
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -63,8 +62,23 @@ def _thread_cpu(native_id: int | None) -> float | None:
     return None
 
 
+def _store(corpus_path: Path, spans_in_ram: bool) -> CorpusStore:
+    store = CorpusStore(corpus_path)
+    if spans_in_ram:
+        # What-if for a one-line CorpusStore change: its line spans as a plain ndarray rather than an np.memmap,
+        # whose __getitem__/__array_finalize__ cost ~10x more per passage.
+        store._spans = np.asarray(store._spans)
+    return store
+
+
 def service_app(
-    searcher: Any, corpus_path: Path, max_batch_size: int, max_wait_ms: float, queue_size: int, label: str
+    searcher: Any,
+    corpus_path: Path,
+    max_batch_size: int,
+    max_wait_ms: float,
+    queue_size: int,
+    label: str,
+    spans_in_ram: bool = False,
 ) -> Any:
     """The project's real app: create_app with a loader handing in the prebuilt searcher and a CorpusStore."""
     config = ServerConfig(
@@ -73,7 +87,7 @@ def service_app(
         batcher=BatcherConfig(max_batch_size=max_batch_size, max_wait_ms=max_wait_ms, queue_size=queue_size),
     )
     # A fresh CorpusStore per app: the lifespan closes the one it was given at shutdown.
-    return create_app(config, loader=lambda _cfg: (searcher, CorpusStore(corpus_path)))
+    return create_app(config, loader=lambda _cfg: (searcher, _store(corpus_path, spans_in_ram)))
 
 
 def trivial_app() -> Any:
@@ -160,17 +174,50 @@ def _model_thread_id() -> int | None:
     return None
 
 
-def _profile_summary(prof: cProfile.Profile, seconds: float, top: int = 15) -> dict[str, Any]:
-    stats = pstats.Stats(prof)
-    rows = sorted(stats.stats.items(), key=lambda kv: kv[1][2], reverse=True)[:top]  # by own CPU time
-    return {
-        "thread_cpu_s": stats.total_tt,
-        "window_s": seconds,
-        "top_by_own_cpu": [
-            {"function": f"{Path(f).name}:{line}({name})", "calls": nc, "own_s": tt, "cum_s": ct}
-            for (f, line, name), (_cc, nc, tt, ct, _callers) in rows
-        ],
-    }
+class StackSampler:
+    """Samples one thread's Python stack every `interval` s (sys._current_frames): a py-spy-like profile.
+
+    cProfile cannot do this on Python 3.12 (it profiles every thread through sys.monitoring). A sample
+    whose innermost frame is the event loop's own run() means time in C: uvloop I/O, httptools, or idle.
+    """
+
+    def __init__(self, thread_id: int, interval: float = 0.0005) -> None:
+        self.thread_id, self.interval = thread_id, interval
+        self.own: Counter[str] = Counter()
+        self.inclusive: Counter[str] = Counter()
+        self.samples = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="stack-sampler", daemon=True)
+
+    @staticmethod
+    def _name(frame: Any) -> str:
+        return f"{Path(frame.f_code.co_filename).name}:{frame.f_code.co_name}"
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            frame = sys._current_frames().get(self.thread_id)
+            if frame is not None:
+                self.samples += 1
+                self.own[self._name(frame)] += 1
+                seen = set()
+                while frame is not None:
+                    seen.add(self._name(frame))
+                    frame = frame.f_back
+                self.inclusive.update(seen)
+            time.sleep(self.interval)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self, top: int = 25) -> dict[str, Any]:
+        self._stop.set()
+        self._thread.join()
+        n = max(1, self.samples)
+        return {
+            "samples": self.samples,
+            "own": [(k, c / n) for k, c in self.own.most_common(top)],
+            "inclusive": [(k, c / n) for k, c in self.inclusive.most_common(top + 8)],
+        }
 
 
 def drive(
@@ -185,7 +232,7 @@ def drive(
 ) -> dict[str, Any]:
     """Closed-loop load from `procs` client processes; queries/s, latency percentiles, CPU of both sides.
 
-    profile: run cProfile (thread CPU time) in the server's event-loop thread during the window.
+    profile: sample the Python stack of the server's event-loop thread during the window.
     """
     procs = max(1, min(procs, concurrency))
     shares = [concurrency // procs + (1 if i < concurrency % procs else 0) for i in range(procs)]
@@ -211,19 +258,16 @@ def drive(
         for i, n in enumerate(shares)
     ]
     model_tid = _model_thread_id()
-    prof = cProfile.Profile(time.thread_time) if profile else None
+    sampler = StackSampler(served.thread.ident) if profile else None
     time.sleep(max(0.0, start_at + warmup - time.time()))
-    if prof is not None:
-        served.loop().call_soon_threadsafe(prof.enable)
+    if sampler is not None:
+        sampler.start()
     cpu0, loop0, (n0, tot0, sec0) = _cpu_seconds(), _thread_cpu(served.loop_thread_id), served.batch_stats()
     model0 = _thread_cpu(model_tid)
     time.sleep(duration)
     cpu1, loop1, (n1, tot1, sec1) = _cpu_seconds(), _thread_cpu(served.loop_thread_id), served.batch_stats()
     model1 = _thread_cpu(model_tid)
-    if prof is not None:
-        done = threading.Event()
-        served.loop().call_soon_threadsafe(lambda: (prof.disable(), done.set()))
-        done.wait(60)
+    loop_profile = sampler.stop() if sampler is not None else None
     reports = []
     for child in children:
         out, _ = child.communicate(timeout=duration + warmup + 180)
@@ -254,5 +298,5 @@ def drive(
         if model0 is not None and model1 is not None
         else None,
         "loadgen_cpu_cores": sum(r["cpu_s"] for r in reports) / duration,
-        "loop_profile": _profile_summary(prof, duration) if prof is not None else None,
+        "loop_profile": loop_profile,
     }

@@ -17,7 +17,7 @@ TINY = shlex.split(
     "--device cpu --num-passages 20000 --duration 2 --warmup 0.5 --client-procs 2 "
     "--encoder-layers 2 --encoder-hidden 64 --encoder-heads 2 --encoder-intermediate 128 "
     "--encode-batches 16 --encode-tokens 64 --search-batches 16,64 --concurrency 8 --max-batch-sizes 16 "
-    "--proposed-concurrency 8 --batched 2x4 --switch-interval-ms 1 --chunk-rows 4096 --profile-loop"
+    "--proposed-concurrency 8 --batched 2x4 --switch-interval-ms 1 --chunk-rows 4096 --profile-loop --what-if"
 )
 
 
@@ -51,9 +51,11 @@ def test_tiny_cpu_run_serves_real_documents_and_reports_every_figure(tmp_path: P
         "proposed_grouped_topk",
         "http_only_null_searcher_profiled",
         "service_profiled",
+        "http_only_null_searcher_spans_in_ram",
+        "service_spans_in_ram",
     }
     profile = rows["service_profiled"]["loop_profile"]
-    assert profile["thread_cpu_s"] > 0 and profile["top_by_own_cpu"]
+    assert profile["samples"] > 0 and any("retrieve" in name for name, _ in profile["inclusive"])
     assert set(res["search"]["components"]["16"]) == {"matmul_only_qps", "service_chunk_4096_qps"}
     assert {(r["searcher"], r["queries_per_request"]) for r in res["serving"] if r["queries_per_request"] > 1} == {
         ("service", 4),
