@@ -270,12 +270,15 @@ class MRSearchAgentLoop(AgentLoopBase):
 
     @staticmethod
     def _track_global_steps(state: EpisodeState, extra: dict[str, Any]) -> None:
+        """The weight versions this meta-episode was generated with (verl's trainer needs both ends as ints)."""
         low = extra.get("min_global_steps", extra.get("global_steps"))
         high = extra.get("max_global_steps", extra.get("global_steps"))
         if low is not None:
-            state.min_global_steps = int(low) if state.min_global_steps is None else min(state.min_global_steps, low)
+            low = int(low)
+            state.min_global_steps = low if state.min_global_steps is None else min(state.min_global_steps, low)
         if high is not None:
-            state.max_global_steps = int(high) if state.max_global_steps is None else max(state.max_global_steps, high)
+            high = int(high)
+            state.max_global_steps = high if state.max_global_steps is None else max(state.max_global_steps, high)
 
     def _output(self, state: EpisodeState, kwargs: dict[str, Any], timing: dict[str, float]) -> MRSearchAgentLoopOutput:
         transcript = state.transcript
