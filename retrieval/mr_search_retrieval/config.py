@@ -56,7 +56,8 @@ class EncoderConfig:
 class BatcherConfig:
     """Cross-request micro-batching: one encode + one search per batch."""
 
-    max_batch_size: int = 256
+    # ~half the concurrent clients: while one half computes, the other half's HTTP work overlaps it.
+    max_batch_size: int = 128
     max_wait_ms: float = 2.0
     queue_size: int = 4096  # queued queries; beyond this the server answers 429
 

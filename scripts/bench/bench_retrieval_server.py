@@ -230,7 +230,7 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=256)
     p.add_argument("--warmup", type=float, default=4.0)
     p.add_argument("--duration", type=float, default=20.0, help="measured seconds per server")
-    p.add_argument("--max-batch-size", type=int, default=256)
+    p.add_argument("--max-batch-size", type=int, default=128)
     p.add_argument("--max-wait-ms", type=float, default=2.0)
     # One intra-op thread leaves the second core to HTTP and the load generator (and suffers least when the
     # machine is shared); the same value applies to the baseline and to the bare measurement.

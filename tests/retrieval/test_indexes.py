@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -111,3 +113,17 @@ def test_dense_build_and_startup_checks_name_the_file(small_corpus: Path, tmp_pa
         )
     with pytest.raises(FileNotFoundError, match=r"nowhere/metadata.json does not exist"):
         IndexMetadata.read(tmp_path / "nowhere")
+
+
+def test_torch_exact_index_imports_without_the_server_stack() -> None:
+    """The GPU benchmark uses it alone: no FastAPI, uvicorn, faiss or transformers needed."""
+    code = (
+        "import sys\n"
+        "for name in ('fastapi', 'uvicorn', 'faiss', 'transformers', 'bm25s', 'pydantic'):\n"
+        "    sys.modules[name] = None\n"
+        "from mr_search_retrieval.indexes.torch_exact import TorchExactIndex\n"
+        "index = TorchExactIndex.from_random(1000, 8, device='cpu', dtype=None, chunk_rows=300)\n"
+        "print(index.search(index.shards[0][:2].numpy(), 1)[1].ravel().tolist())\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[0, 1]"
