@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--encode-tokens", type=int, default=256, help="tokens per passage for the build throughput")
     p.add_argument("--search-batches", type=_ints, default=[256, 1024], help="query batches for bare search")
     p.add_argument("--concurrency", type=_ints, default=[32, 256, 1024], help="concurrent HTTP clients")
-    p.add_argument("--max-batch-sizes", type=_ints, default=[256, 1024], help="service max_batch_size values")
+    p.add_argument("--max-batch-sizes", type=_ints, default=[128, 256, 1024], help="service max_batch_size values")
     p.add_argument(
         "--proposed-concurrency",
         type=_ints,
