@@ -109,24 +109,43 @@ class Generation:
     finish_reason: FinishReason = "length"
 
 
-def _sample(logits: torch.Tensor, params: SamplingParams, generator: torch.Generator | None) -> tuple[int, float]:
-    """Picks one token from ``logits`` ``[V]`` (float32); returns it with its log-prob."""
-    if params.greedy:
-        token = int(torch.argmax(logits))
-        return token, float(torch.log_softmax(logits, dim=-1)[token])
-    log_probs = torch.log_softmax(logits / params.temperature, dim=-1)
-    filtered = log_probs.clone()
-    if 0 < params.top_k < filtered.numel():
-        kth = torch.topk(filtered, params.top_k).values[-1]
-        filtered[filtered < kth] = -math.inf
-    if params.top_p < 1.0:
-        sorted_lp, order = torch.sort(filtered, descending=True)
-        cumulative = torch.cumsum(sorted_lp.exp(), dim=-1)
-        drop = cumulative - sorted_lp.exp() >= params.top_p  # keeps the token that crosses top_p
-        filtered[order[drop]] = -math.inf
-    probs = torch.softmax(filtered, dim=-1)
-    token = int(torch.multinomial(probs, 1, generator=generator))
-    return token, float(log_probs[token])
+def _sample_rows(
+    logits: torch.Tensor, params: Sequence[SamplingParams], generators: Sequence[torch.Generator | None]
+) -> tuple[list[int], list[float]]:
+    """Picks one token per row of ``logits`` ``[A, V]`` (on the model's device), vectorized over rows.
+
+    Top-k, then top-p on the renormalised top-k distribution (vLLM's order). Rows with a seed draw
+    from their own host generator (reproducible whatever else shares the batch, but a host round trip
+    per row and step: slow on a GPU with a large vocabulary); the others share the device's generator.
+    Returns the tokens and their log-probs under ``softmax(logits / temperature)``.
+    """
+    rows, vocab = logits.shape
+    device = logits.device
+    greedy = torch.tensor([p.greedy for p in params], device=device)
+    temperature = torch.tensor([1.0 if p.greedy else p.temperature for p in params], device=device)
+    log_probs = torch.log_softmax(logits / temperature[:, None], dim=-1)
+    tokens = torch.argmax(logits, dim=-1)
+    if not bool(greedy.all()):
+        sorted_lp, order = torch.sort(log_probs, dim=-1, descending=True)
+        probs = sorted_lp.exp()
+        top_k = torch.tensor([p.top_k if 0 < p.top_k < vocab else vocab for p in params], device=device)
+        probs = probs * (torch.arange(vocab, device=device)[None, :] < top_k[:, None])
+        probs = probs / probs.sum(dim=-1, keepdim=True)
+        top_p = torch.tensor([p.top_p for p in params], device=device)
+        probs = probs * ((torch.cumsum(probs, dim=-1) - probs) < top_p[:, None])  # keeps the crossing token
+        choice = torch.zeros(rows, dtype=torch.long, device=device)
+        shared = [row for row in range(rows) if not params[row].greedy and generators[row] is None]
+        if shared:
+            index = torch.tensor(shared, device=device)
+            choice[index] = torch.multinomial(probs[index], 1).squeeze(-1)
+        for row in range(rows):
+            if not params[row].greedy and generators[row] is not None:
+                drawn = torch.multinomial(probs[row].cpu(), 1, generator=generators[row])
+                choice[row] = drawn.to(device).squeeze(-1)
+        sampled = order.gather(-1, choice[:, None]).squeeze(-1)
+        tokens = torch.where(greedy, tokens, sampled)
+    chosen = log_probs.gather(-1, tokens[:, None]).squeeze(-1)
+    return tokens.tolist(), chosen.tolist()
 
 
 def _hits_stop_string(text: str, stops: Sequence[str]) -> bool:
@@ -147,7 +166,8 @@ def generate_batch(
     """Decodes ``prompts`` together, each with its own sampling parameters.
 
     Args:
-        model: a transformers causal LM (``forward(input_ids, attention_mask, position_ids, past_key_values)``).
+        model: a transformers causal LM (``forward(input_ids, attention_mask, position_ids, past_key_values,
+            logits_to_keep)``).
         prompts: ``B`` lists of prompt token ids (non-empty).
         params: ``B`` sampling parameters.
         eos_token_ids: ids that end a request (unless its ``ignore_eos``).
@@ -190,16 +210,21 @@ def generate_batch(
                     finished[row] = True
             break
         out = model(
-            input_ids=input_ids, attention_mask=attention, position_ids=positions, past_key_values=past, use_cache=True
+            input_ids=input_ids,
+            attention_mask=attention,
+            position_ids=positions,
+            past_key_values=past,
+            use_cache=True,
+            logits_to_keep=1,  # the prefill needs only the last position's logits
         )
         past = out.past_key_values
-        logits = out.logits[:, -1, :].float().cpu()
+        active = [row for row in range(batch) if not finished[row]]
+        index = torch.tensor(active, device=device)
+        logits = out.logits[:, -1, :].float().index_select(0, index)
+        tokens, log_probs = _sample_rows(logits, [params[r] for r in active], [generators[r] for r in active])
         next_ids = [pad_token_id] * batch
-        for row in range(batch):
-            if finished[row]:
-                continue
+        for row, token, log_prob in zip(active, tokens, log_probs, strict=True):
             p, result = params[row], results[row]
-            token, log_prob = _sample(logits[row], p, generators[row])
             result.token_ids.append(token)
             result.log_probs.append(log_prob)
             next_ids[row] = token
