@@ -110,6 +110,24 @@ def build_bm25_index(corpus: Path, out_dir: Path) -> IndexMetadata:
     return meta
 
 
+def register_lucene_index(corpus: Path, out_dir: Path, lucene_dir: Path) -> IndexMetadata:
+    """Serve an existing pyserini/Lucene BM25 index (e.g. Search-R1's wiki-18 one): metadata only, nothing built."""
+    if not lucene_dir.is_dir():
+        raise FileNotFoundError(f"Lucene index directory {lucene_dir} does not exist")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    store = CorpusStore(corpus)
+    meta = IndexMetadata(
+        backend="pyserini",
+        num_docs=len(store),
+        corpus=str(corpus),
+        index_type="bm25",
+        extra={"lucene_dir": str(lucene_dir.resolve()), "corpus_fingerprint": corpus_fingerprint(corpus)},
+    )
+    store.close()
+    meta.write(out_dir)
+    return meta
+
+
 def index_is_current(out_dir: Path, corpus: Path) -> bool:
     """True when `out_dir` holds a complete build of exactly this corpus file (for cached default builds)."""
     try:
@@ -153,10 +171,13 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--backend", default="faiss", choices=DENSE_BACKENDS, help="dense: FAISS or exact torch search")
     p.add_argument("--index-type", default="Flat", help="FAISS index_factory string: Flat, HNSW32, IVF1024,PQ64, SQ8")
     p.add_argument("--batch-size", type=int, default=256, help="passages per encoder batch")
+    p.add_argument("--lucene-index", type=Path, default=None, help="bm25: serve this pyserini Lucene index instead")
     add_encoder_args(p)
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    if args.retriever == "bm25":
+    if args.retriever == "bm25" and args.lucene_index is not None:
+        meta = register_lucene_index(args.corpus, args.out, args.lucene_index)
+    elif args.retriever == "bm25":
         meta = build_bm25_index(args.corpus, args.out)
     else:
         meta = build_dense_index(

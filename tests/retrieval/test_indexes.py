@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from mr_search_retrieval.build_index import build_bm25_index, build_dense_index
+from mr_search_retrieval.build_index import build_bm25_index, build_dense_index, register_lucene_index
 from mr_search_retrieval.config import EncoderConfig, ServerConfig
 from mr_search_retrieval.corpus import CorpusStore
 from mr_search_retrieval.indexes.faiss_index import FaissIndex, build_faiss_index
@@ -127,3 +127,17 @@ def test_torch_exact_index_imports_without_the_server_stack() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[0, 1]"
+
+
+def test_a_lucene_index_is_served_through_pyserini_or_says_what_to_install(small_corpus: Path, tmp_path: Path) -> None:
+    (tmp_path / "lucene").mkdir()
+    meta = register_lucene_index(small_corpus, tmp_path / "idx", tmp_path / "lucene")
+    assert (meta.backend, meta.retriever, meta.num_docs) == ("pyserini", "bm25", 40)
+    config = ServerConfig(index_dir=str(tmp_path / "idx"), corpus=str(small_corpus), retriever="bm25")
+    try:
+        import pyserini  # noqa: F401
+    except ImportError:
+        with pytest.raises(ImportError, match="pip install pyserini"):
+            load_searcher(config, CorpusStore(small_corpus))
+    else:
+        pytest.skip("pyserini is installed: an empty Lucene directory is not a real index")
