@@ -201,13 +201,13 @@ def spread_to_tokens(advantages: torch.Tensor, attempt_ids: torch.Tensor, respon
     Args:
         advantages: float ``[B, K]`` attempt advantages.
         attempt_ids: int ``[B, T]`` attempt index of each response token; -1 marks padding.
-        response_mask: ``[B, T]``, nonzero for trained (model-written) tokens.
+        response_mask: ``[B, T]`` 0/1 (or bool), 1 on trained (model-written) tokens.
 
     Returns:
-        float ``[B, T]``: ``advantages[b, attempt_ids[b, t]]`` on masked-in tokens, 0 elsewhere.
+        float ``[B, T]``: ``advantages[b, attempt_ids[b, t]] * response_mask[b, t]``, 0 on padding.
 
     Raises:
-        ValueError: a trained token's attempt id lies outside ``-1..K-1``.
+        ValueError: an attempt id lies outside ``-1..K-1``.
     """
     if (
         attempt_ids.shape != response_mask.shape
@@ -220,21 +220,19 @@ def spread_to_tokens(advantages: torch.Tensor, attempt_ids: torch.Tensor, respon
         )
     num_rows, width = attempt_ids.shape
     num_attempts = advantages.shape[1]
-    # Column 0 stands for "no advantage": padding (id -1 -> index 0) and masked-out tokens (index * 0) read it,
-    # so a single gather gives the result.
+    # Column 0 stands for padding (id -1 -> index 0), so a single gather needs no branch.
     table = torch.cat([advantages.new_zeros(num_rows, 1), advantages], dim=1)
     out = _output_buffer((num_rows, width), advantages.dtype, advantages.device)
     # On CPU, blocks of rows keep the int64 index temporary small (in cache, reused heap memory instead of a fresh
-    # page-faulted allocation); a [2560, 4096] batch runs several times faster so. One block on accelerators.
+    # page-faulted allocation). One block on accelerators.
     block = max(1, _BLOCK_ELEMENTS // max(width, 1)) if out.device.type == "cpu" else max(num_rows, 1)
     for start in range(0, num_rows, block):
         rows = slice(start, start + block)
         index = attempt_ids[rows].to(device=out.device, dtype=torch.int64) + 1
-        index.mul_(response_mask[rows].to(device=out.device).bool())
+        block_out = out[rows]
         try:
-            torch.gather(table[rows], 1, index, out=out[rows])
+            torch.gather(table[rows], 1, index, out=block_out)
         except (RuntimeError, IndexError) as error:
-            raise ValueError(
-                f"attempt ids of trained tokens must lie in 0..{num_attempts - 1} (padding: -1): {error}"
-            ) from error
+            raise ValueError(f"attempt ids must lie in 0..{num_attempts - 1}, or be -1 on padding: {error}") from error
+        block_out.mul_(response_mask[rows].to(out.device))  # as verl's estimators: advantage * mask
     return out

@@ -14,6 +14,7 @@ the speed-up is below --goal.
 from __future__ import annotations
 
 import argparse
+import statistics
 import sys
 import time
 from collections import defaultdict
@@ -72,59 +73,61 @@ def reference_grpo_prm_step(
     index: np.ndarray,
     gamma: float = 1.0,
 ) -> torch.Tensor:
-    """Loops over rows and token positions, groups and attempts, as the original estimator does."""
+    """Loops over token positions, attempts and groups, in the style of the original per-step estimator."""
     bsz, length = token_level_rewards.shape
-    ids_rows = attempt_ids.tolist()
-    reward_rows = token_level_rewards.tolist()
 
-    # 1. attempt boundaries and rewards, by scanning each row's token positions
+    # 1. attempt boundaries: scan each row's token positions for the last token of every attempt
+    ids_rows = attempt_ids.tolist()
     spans: list[dict[int, tuple[int, int]]] = []
-    scores: list[dict[int, float]] = []
     for i in range(bsz):
-        row_ids, row_spans, row_scores = ids_rows[i], {}, {}
+        row_ids, row_spans = ids_rows[i], {}
         previous, start = -1, 0
         for t in range(length):
             current = row_ids[t]
             if current != previous:
                 if previous >= 0:
                     row_spans[previous] = (start, t)
-                    row_scores[previous] = reward_rows[i][t - 1]
                 start, previous = t, current
         if previous >= 0:
             row_spans[previous] = (start, length)
-            row_scores[previous] = reward_rows[i][length - 1]
         spans.append(row_spans)
-        scores.append(row_scores)
+    max_steps = max((max(row) + 1 for row in spans if row), default=0)
 
-    # 2. group by uid and attempt
-    id2score: dict[object, dict[int, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
-    for i in range(bsz):
-        for s, score in scores[i].items():
-            id2score[index[i]][s].append((i, score))
+    with torch.no_grad():
+        # 2. per attempt index: rewards read at the attempt's end token, grouped by prompt, leave-one-out baseline
+        relative = torch.zeros(bsz, max_steps)
+        for step in range(max_steps):
+            step_rewards, valid_samples = [], []
+            for i in range(bsz):
+                if step in spans[i]:
+                    step_rewards.append(token_level_rewards[i, spans[i][step][1] - 1])
+                    valid_samples.append(i)
+            if not step_rewards:
+                continue
+            id2score: dict[object, list[torch.Tensor]] = defaultdict(list)
+            for reward, i in zip(step_rewards, valid_samples, strict=True):
+                id2score[index[i]].append(reward)
+            id2sum, id2count, id2equal = {}, {}, {}
+            for prompt, rewards in id2score.items():
+                stacked = torch.stack(rewards)
+                id2sum[prompt] = stacked.sum()
+                id2count[prompt] = len(rewards)
+                id2equal[prompt] = bool(stacked.max() == stacked.min())
+            for reward, i in zip(step_rewards, valid_samples, strict=True):
+                n = id2count[index[i]]
+                if n > 1 and not id2equal[index[i]]:
+                    relative[i, step] = reward - (id2sum[index[i]] - reward) / (n - 1)
 
-    # 3. leave-one-out baseline per group and attempt
-    relative: list[dict[int, float]] = [{} for _ in range(bsz)]
-    for group in id2score.values():
-        for s, members in group.items():
-            values = [score for _, score in members]
-            n = len(values)
-            total = sum(values)
-            for i, score in members:
-                if n < 2 or max(values) == min(values):
-                    relative[i][s] = 0.0
-                else:
-                    relative[i][s] = score - (total - score) / (n - 1)
-
-    # 4. discounted sum over later attempts, and 5. spread over each attempt's tokens
-    advantages = torch.zeros(bsz, length, dtype=torch.float32)
-    for i in range(bsz):
-        for s, (start, end) in spans[i].items():
-            value = 0.0
-            for later, rel in relative[i].items():
-                if later >= s:
-                    value += gamma ** (later - s) * rel
-            advantages[i, start:end] = value
-    return advantages * response_mask
+        # 3. discounted sum over later attempts, spread over each attempt's token span
+        advantages = torch.zeros(bsz, length, dtype=torch.float32)
+        for i in range(bsz):
+            for step, (start, end) in spans[i].items():
+                value = 0.0
+                for later in spans[i]:
+                    if later >= step:
+                        value += gamma ** (later - step) * float(relative[i, later])
+                advantages[i, start:end] = value
+        return advantages * response_mask
 
 
 def vectorized(batch: dict, gamma: float = 1.0) -> torch.Tensor:
@@ -151,8 +154,8 @@ def main() -> int:
     parser.add_argument("--attempts", type=int, default=3)
     parser.add_argument("--group-size", type=int, default=5)
     parser.add_argument("--gamma", type=float, default=1.0)
-    parser.add_argument("--reference-repeats", type=int, default=3)
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--reference-repeats", type=int, default=5, help="interleaved rounds")
+    parser.add_argument("--repeats", type=int, default=10, help="vectorized calls per round (best taken)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--goal", type=float, default=50.0, help="minimum speed-up (exit 1 below it)")
     parser.add_argument("--device", default="cpu", help="also time the vectorized path on this device (e.g. cuda)")
@@ -165,39 +168,57 @@ def main() -> int:
         f"{int((~batch['present']).sum())} absent attempts"
     )
     default_threads = torch.get_num_threads()
+    thread_counts = list(dict.fromkeys([1, default_threads]))
     vectorized(batch, args.gamma)  # warm-up
-    ref_time, want = timed(
-        lambda: reference_grpo_prm_step(
-            token_rewards, batch["attempt_ids"], batch["response_mask"], batch["uids"], args.gamma
-        ),
-        args.reference_repeats,
-    )
-    # The reference runs on one core (pure Python): the like-for-like figure is the vectorized path on one thread.
-    # torch's default thread count is reported too; on a busy shared machine its thread barriers can stall.
-    results = {}
-    for threads in dict.fromkeys([1, default_threads]):
-        torch.set_num_threads(threads)
-        results[threads] = timed(lambda: vectorized(batch, args.gamma), args.repeats)
-    torch.set_num_threads(default_threads)
+
+    # Rounds interleave the two paths so that both see the same load on a shared machine; each round's ratio pairs
+    # one reference call with the best of `repeats` vectorized calls made right after it. The reference runs on one
+    # core (pure Python): the like-for-like figure is the vectorized path on one thread; torch's default thread
+    # count is reported too.
+    ref_times: list[float] = []
+    vec_times: dict[int, list[float]] = {threads: [] for threads in thread_counts}
+    outputs: dict[object, torch.Tensor] = {}
+    want = torch.empty(0)
+    for _ in range(args.reference_repeats):
+        ref_time, want = timed(
+            lambda: reference_grpo_prm_step(
+                token_rewards, batch["attempt_ids"], batch["response_mask"], batch["uids"], args.gamma
+            ),
+            1,
+        )
+        ref_times.append(ref_time)
+        for threads in thread_counts:
+            torch.set_num_threads(threads)
+            vec_time, outputs[threads] = timed(lambda: vectorized(batch, args.gamma), args.repeats)
+            vec_times[threads].append(vec_time)
+        torch.set_num_threads(default_threads)
+    device_time = None
     if args.device != "cpu":
         moved = {k: v.to(args.device) if isinstance(v, torch.Tensor) else v for k, v in batch.items()}
         vectorized(moved, args.gamma)
-        vec_time, got = timed(lambda: vectorized(moved, args.gamma), args.repeats, args.device)
-        results[args.device] = (vec_time, got.cpu())
+        device_time, got = timed(lambda: vectorized(moved, args.gamma), args.repeats, args.device)
+        outputs[args.device] = got.cpu()
 
-    print(f"reference (loops, original style): {ref_time * 1e3:10.2f} ms per call, best of {args.reference_repeats}")
+    print(f"reference (loops, original style): {min(ref_times) * 1e3:10.2f} ms per call (best of {len(ref_times)})")
+    speedups = {}
+    for threads in thread_counts:
+        ratios = [r / v for r, v in zip(ref_times, vec_times[threads], strict=True)]
+        speedups[threads] = statistics.median(ratios)
+        print(
+            f"vectorized, {threads} torch thread(s): {min(vec_times[threads]) * 1e3:10.2f} ms per call; "
+            f"speed-up {speedups[threads]:.0f}x (median of {len(ratios)} interleaved rounds: "
+            f"{', '.join(f'{x:.0f}x' for x in ratios)})"
+        )
+    if device_time is not None:
+        print(f"vectorized, {args.device}: {device_time * 1e3:10.2f} ms per call; {min(ref_times) / device_time:.0f}x")
     failed = False
-    for threads, (vec_time, got) in results.items():
+    for where, got in outputs.items():
         difference = float((got - want).abs().max())
         identical = torch.allclose(got, want, rtol=0.0, atol=1e-6)
-        where = f"{threads} torch thread(s)" if isinstance(threads, int) else threads
-        print(
-            f"vectorized, {where}: {vec_time * 1e3:10.2f} ms per call, best of {args.repeats}; "
-            f"speed-up {ref_time / vec_time:.0f}x; outputs identical: {identical} (max |diff| {difference:.1e})"
-        )
+        print(f"outputs identical ({where}): {identical} (max |diff| {difference:.1e})")
         failed |= not identical
     nonzero = int(torch.count_nonzero(want))
-    speedup = ref_time / results[1][0]
+    speedup = speedups[1]
     print(f"{nonzero} nonzero token advantages; speed-up on one thread: {speedup:.0f}x (goal >= {args.goal:.0f}x)")
     if failed or nonzero == 0:
         print("FAIL: the vectorized advantages differ from the reference", file=sys.stderr)
