@@ -53,12 +53,12 @@ ENV: Final[dict[str, str]] = {
 }
 
 # Hydra overrides of a CPU run (items 3, 5, 7 and the rollout backend). `++` adds or replaces.
-# `num_gpus` is the count of logical GPUs Ray advertises: keep it equal to n_gpus_per_node * nnodes.
+# `num_gpus`: the logical GPUs Ray advertises, one per trainer rank (CPU runs are single-node).
 OVERRIDES: Final[tuple[str, ...]] = (
     "trainer.device=cpu",
     "trainer.nnodes=1",
     "trainer.n_gpus_per_node=1",
-    "++ray_kwargs.ray_init.num_gpus=1",
+    "++ray_kwargs.ray_init.num_gpus=${trainer.n_gpus_per_node}",
     "ray_kwargs.ray_init.num_cpus=16",
     "actor_rollout_ref.actor.strategy=fsdp2",
     "++actor_rollout_ref.model.override_config.attn_implementation=sdpa",
