@@ -44,8 +44,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _remotes(what: str, base_url: str | None) -> list[dl.RemoteFile]:
-    remotes = [*(dl.WIKI18_CORPUS if what in ("corpus", "all") else ()),
-               *(dl.WIKI18_E5_INDEX if what in ("index", "all") else ())]
+    remotes = [
+        *(dl.WIKI18_CORPUS if what in ("corpus", "all") else ()),
+        *(dl.WIKI18_E5_INDEX if what in ("index", "all") else ()),
+    ]
     if base_url:
         base = base_url.rstrip("/")
         remotes = [dl.RemoteFile(r.url.replace(dl.HF_DATASETS, base), r.name, r.size, r.sha256) for r in remotes]
@@ -61,11 +63,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
             train, test = ensure_embedded_parquet(args.cache_dir)
         elif args.command == "flashrag":
-            train, test = convert_flashrag(args.root, args.out, train_sets=args.train_sets, test_sets=args.test_sets,
-                                           progress=not args.no_progress)
+            train, test = convert_flashrag(
+                args.root, args.out, train_sets=args.train_sets, test_sets=args.test_sets, progress=not args.no_progress
+            )
         elif args.command == "asearcher":
-            train, test = convert_asearcher(args.input, args.out, seed=args.seed, test_fraction=args.test_fraction,
-                                            progress=not args.no_progress)
+            train, test = convert_asearcher(
+                args.input, args.out, seed=args.seed, test_fraction=args.test_fraction, progress=not args.no_progress
+            )
         else:
             paths = dl.download_all(_remotes(args.what, args.base_url), args.out, progress=not args.no_progress)
             by_name = {p.name: p for p in paths}

@@ -132,9 +132,10 @@ def download(
 def _copy(response: Any, part: Path, offset: int, total: int | None, name: str, progress: bool) -> None:
     from tqdm.auto import tqdm
 
-    with part.open("ab" if offset else "wb") as handle, tqdm(
-        total=total, initial=offset, unit="B", unit_scale=True, desc=name, disable=not progress
-    ) as bar:
+    with (
+        part.open("ab" if offset else "wb") as handle,
+        tqdm(total=total, initial=offset, unit="B", unit_scale=True, desc=name, disable=not progress) as bar,
+    ):
         try:
             while block := response.read(CHUNK):
                 handle.write(block)

@@ -89,8 +89,14 @@ def find_split(root: Path, dataset: str, order: Sequence[str] = TEST_SPLIT_ORDER
 
 def _rows(records: Sequence[QuestionRecord], data_source: str, split: str) -> list[dict[str, Any]]:
     return [
-        make_row(question=r.question, golden_answers=r.golden_answers, data_source=data_source, index=i, split=split,
-                 extra={"id": r.id})
+        make_row(
+            question=r.question,
+            golden_answers=r.golden_answers,
+            data_source=data_source,
+            index=i,
+            split=split,
+            extra={"id": r.id},
+        )
         for i, r in enumerate(records)
     ]
 
@@ -120,7 +126,12 @@ def convert_flashrag(
 
 
 def convert_asearcher(
-    path: Path, out_dir: Path, *, seed: int = 0, test_fraction: float = 0.1, data_source: str = "asearcher",
+    path: Path,
+    out_dir: Path,
+    *,
+    seed: int = 0,
+    test_fraction: float = 0.1,
+    data_source: str = "asearcher",
     progress: bool = True,
 ) -> tuple[Path, Path]:
     """Splits ASearcher's questions 90/10 with a seeded shuffle; writes ``asearcher_{train,test}.parquet``."""

@@ -14,10 +14,16 @@ from mr_search.eval.runner import EvalConfig
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mr_search.eval", description=__doc__)
-    parser.add_argument("--model", action="append", required=True, metavar="[LABEL=]PATH",
-                        help="model folder, verl checkpoint (global_step_N) or run folder; repeat to compare")
-    parser.add_argument("--data", type=Path, default=None,
-                        help="test parquet (default: the embedded world's, built on first use)")
+    parser.add_argument(
+        "--model",
+        action="append",
+        required=True,
+        metavar="[LABEL=]PATH",
+        help="model folder, verl checkpoint (global_step_N) or run folder; repeat to compare",
+    )
+    parser.add_argument(
+        "--data", type=Path, default=None, help="test parquet (default: the embedded world's, built on first use)"
+    )
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve")
     parser.add_argument("--attempts", type=int, default=EvalConfig.attempts, help="K_eval (default: 3)")
@@ -35,18 +41,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         models = [ModelSpec.parse(m) for m in args.model]
         config = EvalConfig(
-            attempts=args.attempts, max_turns_per_attempt=args.max_turns, topk=args.topk,
-            max_new_tokens_per_turn=args.max_new_tokens, max_information_tokens=args.max_information_tokens,
-            prompt_length=args.prompt_length, response_length=args.response_length,
-            max_questions=args.max_questions, concurrency=args.concurrency,
+            attempts=args.attempts,
+            max_turns_per_attempt=args.max_turns,
+            topk=args.topk,
+            max_new_tokens_per_turn=args.max_new_tokens,
+            max_information_tokens=args.max_information_tokens,
+            prompt_length=args.prompt_length,
+            response_length=args.response_length,
+            max_questions=args.max_questions,
+            concurrency=args.concurrency,
         )
         data = args.data
         if data is None:
             from mr_search.data.embedded import ensure_embedded_parquet
 
             data = ensure_embedded_parquet()[1]
-        paths = evaluate(models, data, args.out, retriever_url=args.retriever_url, config=config,
-                         progress=not args.no_progress)
+        paths = evaluate(
+            models, data, args.out, retriever_url=args.retriever_url, config=config, progress=not args.no_progress
+        )
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

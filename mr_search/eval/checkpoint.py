@@ -49,8 +49,18 @@ def latest_step(root: Path, max_depth: int = 5) -> Path | None:
 
 def verl_merge(actor_dir: Path, target: Path) -> None:
     """Merges FSDP shards into a Hugging Face folder with verl's model merger (a subprocess)."""
-    cmd = [sys.executable, "-m", "verl.model_merger", "merge", "--backend", "fsdp",
-           "--local_dir", str(actor_dir), "--target_dir", str(target)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "verl.model_merger",
+        "merge",
+        "--backend",
+        "fsdp",
+        "--local_dir",
+        str(actor_dir),
+        "--target_dir",
+        str(target),
+    ]
     logger.info("merging the FSDP checkpoint: %s", " ".join(cmd))
     done = subprocess.run(cmd, capture_output=True, text=True)
     if done.returncode != 0:

@@ -58,7 +58,12 @@ def make_attempt(
 
 
 def make_record(
-    *, method: str, uid: str, data_source: str, question: str, golden_answers: Sequence[str],
+    *,
+    method: str,
+    uid: str,
+    data_source: str,
+    question: str,
+    golden_answers: Sequence[str],
     attempts: Sequence[Mapping[str, Any]],
 ) -> dict[str, Any]:
     return {
@@ -162,7 +167,10 @@ def from_verl_dump(raw: Mapping[str, Any], *, uid: str, method: str = "verl_dump
         attempts.append(make_attempt(index, turns, golds, None if advantage is None else float(advantage), scored))
     question = _QUESTION_RE.search(str(raw.get("input", "")))
     return make_record(
-        method=method, uid=uid, data_source=str(raw.get("data_source", "unknown")),
+        method=method,
+        uid=uid,
+        data_source=str(raw.get("data_source", "unknown")),
         question=question.group(1).splitlines()[0] if question else str(raw.get("input", ""))[-200:],
-        golden_answers=golds, attempts=attempts,
+        golden_answers=golds,
+        attempts=attempts,
     )

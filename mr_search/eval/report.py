@@ -61,8 +61,14 @@ def plot_em_by_attempt(summary: Mapping[str, Any], path: Path) -> Path:
             if any(y is None for y in ys):
                 continue
             bold = source == AVERAGE
-            ax.plot(xs, ys, marker="o", linewidth=2.5 if bold else 1.2, color="black" if bold else None,
-                    label="average" if bold else source)
+            ax.plot(
+                xs,
+                ys,
+                marker="o",
+                linewidth=2.5 if bold else 1.2,
+                color="black" if bold else None,
+                label="average" if bold else source,
+            )
         ax.set_title(method)
         ax.set_xlabel("attempt")
         ax.set_xticks(xs)

@@ -194,9 +194,7 @@ async def run_episodes(
         bar.close()
 
 
-def agent_loop_factory(
-    tokenizer: Any, server_manager: Any, retrieval_client: Any, config: EvalConfig
-) -> Any:
+def agent_loop_factory(tokenizer: Any, server_manager: Any, retrieval_client: Any, config: EvalConfig) -> Any:
     """Returns ``make_loop()`` building ``MRSearchAgentLoop`` outside Ray with the given collaborators."""
     from omegaconf import OmegaConf
     from verl.experimental.agent_loop.agent_loop import DictConfigWrap

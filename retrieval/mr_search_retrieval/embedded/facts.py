@@ -9,8 +9,18 @@ from typing import Final
 from mr_search_retrieval.embedded.names import NameGenerator
 
 PROFESSIONS: Final = (
-    "painter", "sailor", "baker", "poet", "engineer", "doctor", "merchant", "singer", "farmer", "teacher",
-    "architect", "weaver",
+    "painter",
+    "sailor",
+    "baker",
+    "poet",
+    "engineer",
+    "doctor",
+    "merchant",
+    "singer",
+    "farmer",
+    "teacher",
+    "architect",
+    "weaver",
 )
 
 

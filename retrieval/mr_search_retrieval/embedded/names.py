@@ -18,8 +18,22 @@ RIVER_SUFFIXES: Final = ("a", "en", "ine", "o")
 
 # Letter swaps that keep a name pronounceable: Venn -> Wenn, Korvex -> Korvax, Aldo -> Alda.
 _CONSONANT_SWAPS: Final = {
-    "v": "w", "w": "v", "k": "c", "c": "k", "d": "t", "t": "d", "n": "m", "m": "n",
-    "s": "z", "z": "s", "b": "p", "p": "b", "r": "l", "l": "r", "g": "k", "f": "v",
+    "v": "w",
+    "w": "v",
+    "k": "c",
+    "c": "k",
+    "d": "t",
+    "t": "d",
+    "n": "m",
+    "m": "n",
+    "s": "z",
+    "z": "s",
+    "b": "p",
+    "p": "b",
+    "r": "l",
+    "l": "r",
+    "g": "k",
+    "f": "v",
 }
 _VOWEL_SWAPS: Final = {"a": "e", "e": "i", "i": "a", "o": "a", "u": "o"}
 

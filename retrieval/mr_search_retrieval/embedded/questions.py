@@ -29,20 +29,42 @@ def make_questions(graph: FactGraph, fact_ids: dict[str, str]) -> list[Question]
         doc = fact_ids[person.name]
         city = graph.city(person.birth_city)
         out.append(Question(f"Where was {person.name} born?", city.name, (doc,), "birthplace", person.name))
-        out.append(Question(f"What was the profession of {person.name}?", person.profession, (doc,), "profession",
-                            person.name))
-        out.append(Question(f"In which country was {person.name} born?", city.country, (doc, fact_ids[city.name]),
-                            "birth_country", person.name))
+        out.append(
+            Question(f"What was the profession of {person.name}?", person.profession, (doc,), "profession", person.name)
+        )
+        out.append(
+            Question(
+                f"In which country was {person.name} born?",
+                city.country,
+                (doc, fact_ids[city.name]),
+                "birth_country",
+                person.name,
+            )
+        )
     for company in graph.companies:
         doc = fact_ids[company.name]
         founder = graph.person(company.founder)
         hq = graph.city(company.hq_city)
         out.append(Question(f"Who founded {company.name}?", founder.name, (doc,), "founder", company.name))
         out.append(Question(f"Where is {company.name} headquartered?", hq.name, (doc,), "headquarters", company.name))
-        out.append(Question(f"Where was the founder of {company.name} born?", founder.birth_city,
-                            (doc, fact_ids[founder.name]), "founder_birthplace", company.name))
-        out.append(Question(f"In which country is {company.name} headquartered?", hq.country,
-                            (doc, fact_ids[hq.name]), "headquarters_country", company.name))
+        out.append(
+            Question(
+                f"Where was the founder of {company.name} born?",
+                founder.birth_city,
+                (doc, fact_ids[founder.name]),
+                "founder_birthplace",
+                company.name,
+            )
+        )
+        out.append(
+            Question(
+                f"In which country is {company.name} headquartered?",
+                hq.country,
+                (doc, fact_ids[hq.name]),
+                "headquarters_country",
+                company.name,
+            )
+        )
     return out
 
 

@@ -104,8 +104,11 @@ def _passages(rng: random.Random, graph: FactGraph, config: WorldConfig) -> list
     out: list[Passage] = []
     adjectives = ("clear", "cold", "muddy", "green", "slow", "wide")
     for country in graph.countries:
-        out.append(Passage(country.name, f"{country.name} is a country. Its capital is {country.capital}.", "fact",
-                           country.name))
+        out.append(
+            Passage(
+                country.name, f"{country.name} is a country. Its capital is {country.capital}.", "fact", country.name
+            )
+        )
     for river in graph.rivers:
         out.append(Passage(river, f"The {river} is a long river with {rng.choice(adjectives)} water.", "fact", river))
     for city in graph.cities:
@@ -114,13 +117,21 @@ def _passages(rng: random.Random, graph: FactGraph, config: WorldConfig) -> list
             text += f" The {city.river} river flows through {city.name}."
         out.append(Passage(city.name, text, "fact", city.name))
     for person in graph.people:
-        out.append(Passage(person.name, _person_passage(rng, person.name, person.profession, person.birth_city),
-                           "fact", person.name))
+        out.append(
+            Passage(
+                person.name,
+                _person_passage(rng, person.name, person.profession, person.birth_city),
+                "fact",
+                person.name,
+            )
+        )
     for company in graph.companies:
-        text = rng.choice((
-            f"{company.name} is a company founded by {company.founder}. Its headquarters are in {company.hq_city}.",
-            f"{company.founder} founded the company {company.name}, which is based in {company.hq_city}.",
-        ))
+        text = rng.choice(
+            (
+                f"{company.name} is a company founded by {company.founder}. Its headquarters are in {company.hq_city}.",
+                f"{company.founder} founded the company {company.name}, which is based in {company.hq_city}.",
+            )
+        )
         out.append(Passage(company.name, text, "fact", company.name))
 
     countries = [c.name for c in graph.countries]
@@ -128,25 +139,38 @@ def _passages(rng: random.Random, graph: FactGraph, config: WorldConfig) -> list
         if rng.random() >= config.distractor_rate:
             continue
         other = _elsewhere(rng, graph, graph.city(person.birth_city).country)
-        title, text = rng.choice((
-            (f"{other} festival", f"At the {other} festival, {person.name} gave a short speech about the harvest."),
-            (f"Letters from {other}", f"{person.name} once wrote letters from {other} to an old friend."),
-            (f"Travels of {person.name}", f"{person.name} travelled to {other} one winter to visit a cousin."),
-        ))
+        title, text = rng.choice(
+            (
+                (f"{other} festival", f"At the {other} festival, {person.name} gave a short speech about the harvest."),
+                (f"Letters from {other}", f"{person.name} once wrote letters from {other} to an old friend."),
+                (f"Travels of {person.name}", f"{person.name} travelled to {other} one winter to visit a cousin."),
+            )
+        )
         out.append(Passage(title, text, "distractor", person.name))
     for city in graph.cities:
         if rng.random() >= config.distractor_rate:
             continue
         other = rng.choice([c for c in countries if c != city.country])
-        out.append(Passage(f"Trade in {city.name}",
-                           f"Merchants from {other} sell wool and salt in {city.name}.", "distractor", city.name))
+        out.append(
+            Passage(
+                f"Trade in {city.name}",
+                f"Merchants from {other} sell wool and salt in {city.name}.",
+                "distractor",
+                city.name,
+            )
+        )
     for company in graph.companies:
         if rng.random() >= config.distractor_rate:
             continue
         other = _elsewhere(rng, graph, graph.city(company.hq_city).country)
-        out.append(Passage(f"{company.name} shop",
-                           f"{company.name} opened a small shop in {other} that closed after a year.",
-                           "distractor", company.name))
+        out.append(
+            Passage(
+                f"{company.name} shop",
+                f"{company.name} opened a small shop in {other} that closed after a year.",
+                "distractor",
+                company.name,
+            )
+        )
     return out
 
 
@@ -180,9 +204,11 @@ def build_world(
     fact_ids = {p.subject: str(i) for i, p in enumerate(passages) if p.kind == "fact"}
     questions = make_questions(graph, fact_ids)
     train, test = split_questions(rng, graph, questions, config.test_fraction)
-    return corpus, [_question_row("train", i, q) for i, q in enumerate(train)], [
-        _question_row("test", i, q) for i, q in enumerate(test)
-    ]
+    return (
+        corpus,
+        [_question_row("train", i, q) for i, q in enumerate(train)],
+        [_question_row("test", i, q) for i, q in enumerate(test)],
+    )
 
 
 def _question_row(split: str, index: int, q: Question) -> dict[str, Any]:

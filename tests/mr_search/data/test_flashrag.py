@@ -18,8 +18,15 @@ def _write(path: Path, rows: list[dict]) -> Path:
 
 
 def _qs(name: str, split: str, n: int = 3) -> list[dict]:
-    return [{"id": f"{split}_{i}", "question": f"{name} {split} question {i}?", "golden_answers": [f"{name}-{i}"],
-             "metadata": {}} for i in range(n)]
+    return [
+        {
+            "id": f"{split}_{i}",
+            "question": f"{name} {split} question {i}?",
+            "golden_answers": [f"{name}-{i}"],
+            "metadata": {},
+        }
+        for i in range(n)
+    ]
 
 
 @pytest.fixture
@@ -41,8 +48,10 @@ def test_train_is_nq_plus_hotpotqa_and_test_prefers_test_then_dev(flashrag_root:
     tr, te = pd.read_parquet(train), pd.read_parquet(test)
     assert list(tr["data_source"]) == ["nq"] * 4 + ["hotpotqa"] * 4
     assert set(te["data_source"]) == set(TEST_SETS)
-    splits = {source: {q.split()[1] for q in group} for source, group in
-              te.groupby("data_source")["extra_info"].apply(lambda s: [i["question"] for i in s]).items()}
+    splits = {
+        source: {q.split()[1] for q in group}
+        for source, group in te.groupby("data_source")["extra_info"].apply(lambda s: [i["question"] for i in s]).items()
+    }
     assert splits["nq"] == {"test"} and splits["popqa"] == {"test"} and splits["hotpotqa"] == {"dev"}
     assert splits["triviaqa"] == {"dev"} and splits["bamboogle"] == {"test"}
     first = tr.iloc[0]

@@ -17,8 +17,12 @@ SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "prepare_data.py"
 
 
 def test_embedded_command_prints_the_two_parquet_paths(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(SCRIPT), "embedded", "--cache-dir", str(tmp_path)],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "embedded", "--cache-dir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     train, test = (Path(line) for line in done.stdout.split())
     assert train == tmp_path / "data" / "embedded" / "train.parquet"
     assert len(pd.read_parquet(test)) > 100
@@ -27,8 +31,11 @@ def test_embedded_command_prints_the_two_parquet_paths(tmp_path: Path) -> None:
 def test_a_malformed_input_exits_2_with_file_and_line(tmp_path: Path) -> None:
     src = tmp_path / "asearcher.jsonl"
     src.write_text('{"question": "q?", "answer": "a"}\n{"question": 3, "answer": "b"}\n')
-    done = subprocess.run([sys.executable, str(SCRIPT), "asearcher", "--input", str(src), "--out", str(tmp_path)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), "asearcher", "--input", str(src), "--out", str(tmp_path)],
+        capture_output=True,
+        text=True,
+    )
     assert done.returncode == 2
     assert f"{src}:2: 'question' must be a non-empty string" in done.stderr
 

@@ -38,12 +38,21 @@ def test_make_eval_uses_the_newest_run_and_stops_the_service_it_started(tmp_path
     env = {
         **os.environ,
         "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}",
-        "RUNS_DIR": str(tmp_path / "runs"), "OUT_DIR": str(out), "RETRIEVER_URL": f"http://127.0.0.1:{port}",
-        "MAX_QUESTIONS": "2", "K_EVAL": "2", "MAX_NEW_TOKENS": "16",
+        "RUNS_DIR": str(tmp_path / "runs"),
+        "OUT_DIR": str(out),
+        "RETRIEVER_URL": f"http://127.0.0.1:{port}",
+        "MAX_QUESTIONS": "2",
+        "K_EVAL": "2",
+        "MAX_NEW_TOKENS": "16",
         "RETRIEVER_TYPE": "bm25",  # starts in seconds; the dense service is covered by the retrieval tests
     }
-    done = subprocess.run(["bash", str(ROOT / "scripts" / "eval_embedded.sh"), "--no-progress"], env=env,
-                          capture_output=True, text=True, timeout=900)
+    done = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "eval_embedded.sh"), "--no-progress"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().splitlines()[-1] == str(out)
     for name in ("results.md", "results.json", "em_by_attempt.png", "trajectories.html"):

@@ -53,20 +53,32 @@ def embedded(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory: pytest.TempPathFactory, embedded: tuple[Path, Path]) -> Path:
     cache, _ = embedded
-    texts = [prompts.QUESTION_TEMPLATE, prompts.REFLECTION_PROMPT, prompts.INVALID_ACTION_MESSAGE,
-             "<think> a </think> <search> q </search> <answer> a </answer>",
-             "<information> Doc 1(Title: t) </information>"]
+    texts = [
+        prompts.QUESTION_TEMPLATE,
+        prompts.REFLECTION_PROMPT,
+        prompts.INVALID_ACTION_MESSAGE,
+        "<think> a </think> <search> q </search> <answer> a </answer>",
+        "<information> Doc 1(Title: t) </information>",
+    ]
     texts += (cache / "world" / "corpus.jsonl").read_text().splitlines()[:300]
     return ensure_tiny_model(tmp_path_factory.mktemp("tiny"), texts=texts, config=TinyModelConfig(vocab_size=600))
 
 
-def test_evaluation_writes_table_json_plot_and_viewer(embedded: tuple[Path, Path], tiny_model: Path,
-                                                      tmp_path: Path) -> None:
+def test_evaluation_writes_table_json_plot_and_viewer(
+    embedded: tuple[Path, Path], tiny_model: Path, tmp_path: Path
+) -> None:
     cache, test = embedded
     retriever = CorpusRetriever(cache / "world" / "corpus.jsonl")
     config = EvalConfig(attempts=2, max_questions=2, max_new_tokens_per_turn=12, response_length=768)
-    paths = evaluate([ModelSpec("untrained", tiny_model)], test, tmp_path, retriever_url="http://127.0.0.1:9/retrieve",
-                     config=config, retrieval_client=retriever, progress=False)
+    paths = evaluate(
+        [ModelSpec("untrained", tiny_model)],
+        test,
+        tmp_path,
+        retriever_url="http://127.0.0.1:9/retrieve",
+        config=config,
+        retrieval_client=retriever,
+        progress=False,
+    )
 
     records = [json.loads(line) for line in paths["trajectories.jsonl"].read_text().splitlines()]
     assert len(records) == 4 and {r["data_source"] for r in records} == {"embedded_1hop", "embedded_2hop"}
@@ -91,8 +103,15 @@ def test_greedy_evaluation_is_reproducible(embedded: tuple[Path, Path], tiny_mod
     outs = []
     for name in ("a", "b"):
         retriever = CorpusRetriever(cache / "world" / "corpus.jsonl")
-        paths = evaluate([ModelSpec("m", tiny_model)], test, tmp_path / name, retriever_url="http://127.0.0.1:9/x",
-                         config=config, retrieval_client=retriever, progress=False)
+        paths = evaluate(
+            [ModelSpec("m", tiny_model)],
+            test,
+            tmp_path / name,
+            retriever_url="http://127.0.0.1:9/x",
+            config=config,
+            retrieval_client=retriever,
+            progress=False,
+        )
         outs.append(paths["trajectories.jsonl"].read_text())
     assert outs[0] == outs[1]
 

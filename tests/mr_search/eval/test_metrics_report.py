@@ -79,9 +79,12 @@ def test_jsonl_round_trip_and_verl_dump(records: list[dict[str, Any]], tmp_path:
     dump = {
         "input": "user\nAnswer the given question...\nQuestion: Where was Aldo Venn born?\n\nassistant\n",
         "output": "<search>Aldo Venn</search>\n\n<information>Doc 1(Title: Aldo Venn) born in Brimholt"
-                  f"</information>\n\n<answer>Kumholt</answer>\nuser\n{REFLECTION_PROMPT}\nassistant\n"
-                  "Wrong city. <answer>Brimholt</answer>",
-        "gts": {"target": ["Brimholt"]}, "score": 1.0, "step": 3, "data_source": "nq",
+        f"</information>\n\n<answer>Kumholt</answer>\nuser\n{REFLECTION_PROMPT}\nassistant\n"
+        "Wrong city. <answer>Brimholt</answer>",
+        "gts": {"target": ["Brimholt"]},
+        "score": 1.0,
+        "step": 3,
+        "data_source": "nq",
     }
     (tmp_path / "3.jsonl").write_text(json.dumps(dump) + "\n")
     (record,) = read_jsonl(tmp_path / "3.jsonl")

@@ -18,8 +18,12 @@ from mr_search.tiny_model import build_tokenizer
 
 @pytest.fixture(scope="module")
 def tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Any:
-    texts = [prompts.question_prompt("Where was Aldo Venn born?"), prompts.REFLECTION_PROMPT,
-             "Aldo Venn Brimholt Kumholt Doc Title born city", "<search> q </search> <answer> a </answer>"] * 3
+    texts = [
+        prompts.question_prompt("Where was Aldo Venn born?"),
+        prompts.REFLECTION_PROMPT,
+        "Aldo Venn Brimholt Kumholt Doc Title born city",
+        "<search> q </search> <answer> a </answer>",
+    ] * 3
     return build_tokenizer(texts, tmp_path_factory.mktemp("tok"), vocab_size=600)
 
 
@@ -54,19 +58,29 @@ class Retriever:
 
 def _rows() -> list[dict[str, Any]]:
     rows = []
-    for i, (q, gold, source) in enumerate([("Where was Aldo Venn born?", "Brimholt", "embedded_1hop"),
-                                           ("Where was Aldo Wenn born?", "Kumholt", "embedded_1hop"),
-                                           ("In which country was Aldo Venn born?", "Tenaria", "embedded_2hop")]):
-        rows.append(make_row(question=q, golden_answers=[gold], data_source=source, index=i, split="test",
-                             extra={"id": f"t{i}"}))
+    for i, (q, gold, source) in enumerate(
+        [
+            ("Where was Aldo Venn born?", "Brimholt", "embedded_1hop"),
+            ("Where was Aldo Wenn born?", "Kumholt", "embedded_1hop"),
+            ("In which country was Aldo Venn born?", "Tenaria", "embedded_2hop"),
+        ]
+    ):
+        rows.append(
+            make_row(
+                question=q, golden_answers=[gold], data_source=source, index=i, split="test", extra={"id": f"t{i}"}
+            )
+        )
     return rows
 
 
 def test_meta_episodes_become_records_with_the_loops_scores(tokenizer: Any) -> None:
     scripts = {
-        "Where was Aldo Venn born?": ["<search> Aldo Venn </search>", "<answer> Kumholt </answer>",
-                                     "Wrong city, check again. <search> Aldo Venn born </search>",
-                                     "<answer> Brimholt </answer>"],
+        "Where was Aldo Venn born?": [
+            "<search> Aldo Venn </search>",
+            "<answer> Kumholt </answer>",
+            "Wrong city, check again. <search> Aldo Venn born </search>",
+            "<answer> Brimholt </answer>",
+        ],
         "Where was Aldo Wenn born?": ["<answer> Kumholt </answer>", "<answer> Kumholt </answer>"],
         "In which country was Aldo Venn born?": ["no idea", "<answer> Brimholt </answer>"],
     }
@@ -109,8 +123,10 @@ def test_eval_config_rejects_bad_values() -> None:
 def test_records_round_trip_to_the_report(tokenizer: Any, tmp_path: Path) -> None:
     from mr_search.eval.metrics import summarize
 
-    scripts = {q: ["<answer> Brimholt </answer>"] * 3 for q in
-               ("Where was Aldo Venn born?", "Where was Aldo Wenn born?", "In which country was Aldo Venn born?")}
+    scripts = {
+        q: ["<answer> Brimholt </answer>"] * 3
+        for q in ("Where was Aldo Venn born?", "Where was Aldo Wenn born?", "In which country was Aldo Venn born?")
+    }
     config = EvalConfig(attempts=3, max_new_tokens_per_turn=32, response_length=1024)
     make_loop = agent_loop_factory(tokenizer, ScriptedServer(tokenizer, scripts), Retriever(), config)
     records = asyncio.run(run_episodes(_rows(), make_loop, tokenizer, config, progress=False))

@@ -17,8 +17,14 @@ from mr_search.viewer.build import build_viewer, main
 
 _CANDIDATES = ("/usr/bin/chromium", shutil.which("chromium") or "", shutil.which("chromium-browser") or "")
 CHROMIUM = next((p for p in _CANDIDATES if p and os.path.exists(p)), None)
-LAUNCH_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-               "--disable-component-update", "--no-first-run"]
+LAUNCH_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--no-first-run",
+]
 
 
 def _episode(uid: str, source: str, answers: list[str], gold: str) -> dict[str, Any]:
@@ -26,23 +32,34 @@ def _episode(uid: str, source: str, answers: list[str], gold: str) -> dict[str, 
     for k, answer in enumerate(answers):
         turns = [{"role": "user", "content": REFLECTION_PROMPT}] if k else []
         turns += [
-            {"role": "assistant", "content": ("Let me check the city again. " if k else "")
-             + f"<search>{uid} query {k}</search>"},
+            {
+                "role": "assistant",
+                "content": ("Let me check the city again. " if k else "") + f"<search>{uid} query {k}</search>",
+            },
             {"role": "tool", "content": f"<information>Doc 1(Title: {gold}) passage for {uid} #{k}</information>"},
             {"role": "assistant", "content": f"<answer>{answer}</answer>"},
         ]
         attempts.append(make_attempt(k, turns, [gold], advantage=[0.75, -0.25][k]))
-    return make_record(method="mr_search", uid=uid, data_source=source, question=f"Question {uid}?",
-                       golden_answers=[gold], attempts=attempts)
+    return make_record(
+        method="mr_search",
+        uid=uid,
+        data_source=source,
+        question=f"Question {uid}?",
+        golden_answers=[gold],
+        attempts=attempts,
+    )
 
 
 @pytest.fixture
 def trajectories(tmp_path: Path) -> Path:
-    return write_jsonl([
-        _episode("alpha", "embedded_1hop", ["Kumholt", "Brimholt"], "Brimholt"),  # improved after reflection
-        _episode("beta", "embedded_2hop", ["Tenaria", "Tenaria"], "Tenaria"),
-        _episode("gamma", "embedded_2hop", ["</script><b>x</b>", "Nope"], "Vodikica"),  # hostile text stays text
-    ], tmp_path / "trajectories.jsonl")
+    return write_jsonl(
+        [
+            _episode("alpha", "embedded_1hop", ["Kumholt", "Brimholt"], "Brimholt"),  # improved after reflection
+            _episode("beta", "embedded_2hop", ["Tenaria", "Tenaria"], "Tenaria"),
+            _episode("gamma", "embedded_2hop", ["</script><b>x</b>", "Nope"], "Vodikica"),  # hostile text stays text
+        ],
+        tmp_path / "trajectories.jsonl",
+    )
 
 
 def test_page_is_self_contained_and_embeds_every_episode(trajectories: Path, tmp_path: Path) -> None:
@@ -94,7 +111,9 @@ def test_page_renders_and_filters_in_chromium(trajectories: Path, tmp_path: Path
             page.uncheck("#improved-filter")
             page.select_option("#source-filter", "embedded_2hop")
             assert [page.locator("section.episode").nth(i).get_attribute("data-uid") for i in range(2)] == [
-                "beta", "gamma"]
+                "beta",
+                "gamma",
+            ]
             assert page.locator("#count").inner_text() == "2 of 3 meta-episodes"
             assert errors == []
         finally:

@@ -11,12 +11,27 @@ CORPUS = {
     "x": '"Weather"\nIt rained.',
 }
 QUESTIONS = [
-    {"question": "Where was Aldo Venn born?", "golden_answers": ["Brimholt"], "gold_doc_ids": ["p1"], "hops": 1,
-     "relation": "birthplace"},
-    {"question": "Where was Aldo Wenn born?", "golden_answers": ["Kumholt"], "gold_doc_ids": ["p2"], "hops": 1,
-     "relation": "birthplace"},
-    {"question": "In which country was Aldo Venn born?", "golden_answers": ["Tenaria"], "gold_doc_ids": ["p1", "c1"],
-     "hops": 2, "relation": "birth_country"},
+    {
+        "question": "Where was Aldo Venn born?",
+        "golden_answers": ["Brimholt"],
+        "gold_doc_ids": ["p1"],
+        "hops": 1,
+        "relation": "birthplace",
+    },
+    {
+        "question": "Where was Aldo Wenn born?",
+        "golden_answers": ["Kumholt"],
+        "gold_doc_ids": ["p2"],
+        "hops": 1,
+        "relation": "birthplace",
+    },
+    {
+        "question": "In which country was Aldo Venn born?",
+        "golden_answers": ["Tenaria"],
+        "gold_doc_ids": ["p1", "c1"],
+        "hops": 2,
+        "relation": "birth_country",
+    },
 ]
 
 
