@@ -8,6 +8,26 @@ from typing import Any, Final
 from mr_search.eval.records import improved_after_reflection
 
 AVERAGE: Final = "average"  # macro average over data sources, as in the paper's "Avg" column
+# Column order of the paper's Table 1 (then ASearcher); other sources follow in order of appearance.
+PAPER_ORDER: Final = (
+    "nq",
+    "triviaqa",
+    "popqa",
+    "hotpotqa",
+    "2wikimultihopqa",
+    "musique",
+    "bamboogle",
+    "asearcher",
+    "embedded_1hop",
+    "embedded_2hop",
+)
+
+
+def order_sources(sources: Iterable[str]) -> list[str]:
+    """Unique data sources, in the paper's column order first, the rest in order of appearance."""
+    seen = list(dict.fromkeys(sources))
+    known = [s for s in PAPER_ORDER if s in seen]
+    return known + [s for s in seen if s not in PAPER_ORDER]
 
 
 def _attempt_scores(record: Mapping[str, Any], k: int) -> tuple[float, float]:
@@ -30,7 +50,7 @@ def summarize(records: Iterable[Mapping[str, Any]], attempts: int | None = None)
         by_method.setdefault(str(record["method"]), []).append(record)
     if not by_method:
         raise ValueError("no trajectory records to summarize")
-    sources = sorted({str(r["data_source"]) for rs in by_method.values() for r in rs})
+    sources = order_sources(str(r["data_source"]) for rs in by_method.values() for r in rs)
     k_max = attempts or max(len(r["attempts"]) for rs in by_method.values() for r in rs)
     methods: dict[str, Any] = {}
     for method, rows in by_method.items():

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from mr_search.eval.metrics import summarize
+from mr_search.eval.metrics import order_sources, summarize
 from mr_search.eval.records import improved_after_reflection, read_jsonl, reflection, searches, write_jsonl
 from mr_search.eval.report import markdown_table, write_report
 from mr_search.prompts import REFLECTION_PROMPT
@@ -101,3 +101,8 @@ def test_jsonl_round_trip_and_verl_dump(records: list[dict[str, Any]], tmp_path:
     (tmp_path / "bad.jsonl").write_text('{"foo": 1}\n')
     with pytest.raises(ValueError, match=r"bad\.jsonl:1: neither a trajectory record"):
         list(read_jsonl(tmp_path / "bad.jsonl"))
+
+
+def test_columns_follow_the_papers_order() -> None:
+    sources = ["musique", "zeta", "nq", "bamboogle", "2wikimultihopqa", "alpha", "nq", "triviaqa"]
+    assert order_sources(sources) == ["nq", "triviaqa", "2wikimultihopqa", "musique", "bamboogle", "zeta", "alpha"]
