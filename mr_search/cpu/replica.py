@@ -39,8 +39,9 @@ class HFReplica(RolloutReplica):
                 f"gpus per node={self.gpus_per_node}); use tensor_model_parallel_size=1"
             )
         env_vars = {var: "1" for var in get_platform().ray_noset_envvars()}
+        name = server_actor_name(self.replica_rank, self.name_suffix)
         options: dict = {
-            "name": server_actor_name(self.replica_rank, self.name_suffix),
+            "name": name,
             "max_concurrency": self.max_concurrency,
             "runtime_env": {"env_vars": env_vars},
         }
@@ -57,6 +58,7 @@ class HFReplica(RolloutReplica):
                 rollout_mode=self.rollout_mode,
                 replica_rank=self.replica_rank,
                 visible_devices=visible_devices or None,
+                server_name=name,
             )
         )
         await server.launch_server.remote()

@@ -13,6 +13,7 @@ No HTTP endpoint: OpenAI-style chat clients cannot reach this server, token-in/t
 from __future__ import annotations
 
 import asyncio
+import collections
 import concurrent.futures
 import dataclasses
 import logging
@@ -73,6 +74,7 @@ class HFRolloutServer:
         rollout_mode: RolloutMode,
         replica_rank: int,
         visible_devices: str | None = None,
+        server_name: str | None = None,
     ) -> None:
         if visible_devices:
             os.environ["CUDA_VISIBLE_DEVICES"] = visible_devices
@@ -110,8 +112,10 @@ class HFRolloutServer:
         self._reject_while_paused = False
         self._batcher: asyncio.Task[None] | None = None
         self._updated_params: set[str] = set()
-        self.batch_sizes: list[int] = []  # size of each decoded micro-batch, for inspection
-        self._address = f"mr_hf://{ray.util.get_node_ip_address()}/replica_{replica_rank}"
+        self.batch_sizes: collections.deque[int] = collections.deque(maxlen=1024)  # recent micro-batch sizes
+        # An identifier, not an HTTP endpoint: verl's load balancer keys servers by it.
+        name = server_name or server_actor_name(replica_rank)
+        self._address = f"mr_hf://{ray.util.get_node_ip_address()}/{name}"
         logger.info("mr_hf server %d: %s on %s (%s)", replica_rank, path, self.device, dtype_name)
 
     # ---- lifecycle -------------------------------------------------------------------------

@@ -27,7 +27,7 @@ async def test_generate_follows_verls_token_output_contract(make_server) -> None
             for i in range(3)
         ]
     )
-    assert server.batch_sizes == [3]  # concurrent requests decoded together
+    assert list(server.batch_sizes) == [3]  # concurrent requests decoded together
     for output in outputs:
         assert len(output.token_ids) == 6 and len(output.log_probs) == 6
         assert output.stop_reason == "completed" and output.extra_fields["finish_reason"] == "length"
