@@ -94,6 +94,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--what-if", action="store_true", help="extra rows: the service with its corpus line spans in RAM (not mmap)"
     )
+    p.add_argument(
+        "--process-searcher",
+        action="store_true",
+        help="extra rows: encoder + index in a spawned worker process (needs GPU memory for a second index)",
+    )
     p.add_argument("--no-proposed", action="store_true", help="skip the proposed grouped top-k index")
     p.add_argument("--max-wait-ms", type=float, default=2.0)
     p.add_argument("--topk", type=int, default=3)

@@ -12,14 +12,17 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from retrieval_gpu_fixtures import EncoderShape, corpus_path, ensure_encoder_dir, make_queries, word_list, write_corpus
+from retrieval_gpu_report import print_summary
 from retrieval_gpu_serving import NullSearcher, ServedApp, check_consistency, drive, service_app, trivial_app
 from retrieval_grouped_topk import GroupedTopkIndex
+from retrieval_process_searcher import ProcessSearcher, WorkerSpec
 
 from mr_search_retrieval.app import _render_result, parse_request
 from mr_search_retrieval.config import EncoderConfig, LimitsConfig
@@ -196,7 +199,11 @@ def serve_points(
 
 
 def serve_all(
-    searcher: DenseSearcher, proposed: DenseSearcher | None, corpus: Path, args: argparse.Namespace
+    searcher: DenseSearcher,
+    proposed: DenseSearcher | None,
+    corpus: Path,
+    args: argparse.Namespace,
+    worker: WorkerSpec | None = None,
 ) -> list[dict[str, Any]]:
     """The service grid, the HTTP-only ceilings, the GIL switch-interval variant and the proposed index."""
     queue = max(4096, 2 * max(args.concurrency), *(c * q * 2 for c, q in args.batched))
@@ -239,6 +246,14 @@ def serve_all(
         rows += serve_points(
             app_of(searcher, small, "service", True), "service_spans_in_ram", args, [(mid, 1)], small, searcher
         )
+    if worker is not None:  # what-if: encoder + index in their own process (no GIL shared with the event loop)
+        for grouped in (False, True):
+            label = "process_searcher" + ("_grouped_topk" if grouped else "")
+            ps = ProcessSearcher(replace(worker, grouped_topk=grouped))
+            try:
+                rows += serve_points(app_of(ps, small, label), label, args, [(mid, 1), *args.batched[:1]], small, ps)
+            finally:
+                ps.close()
     if proposed is not None:
         for mbs in args.max_batch_sizes:
             points = [(c, 1) for c in args.proposed_concurrency] + (args.batched if mbs == big else [])
@@ -332,7 +347,16 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     logger.info("search: %s", res["search"])
     res["hot_path"] = measure_hot_path(corpus, args.topk)
     logger.info("hot path: %s", res["hot_path"])
-    serving = serve_all(searcher, None if proposed is None else DenseSearcher(encoder, proposed), corpus, args)
+    worker = None
+    if args.process_searcher:
+        free = torch.cuda.mem_get_info()[0] / 2**30 if dev == "cuda" else float("inf")
+        if free > res["index"]["gib"] * 1.3 + 4:
+            worker = WorkerSpec(str(enc_dir), dev, args.num_passages, shape.hidden)
+        else:
+            logger.warning(
+                "skipping the process-searcher rows: %.0f GiB free on the GPU, a second index needs more", free
+            )
+    serving = serve_all(searcher, None if proposed is None else DenseSearcher(encoder, proposed), corpus, args, worker)
     res["serving"] = serving
     res["setup"] = setup
     pipeline = res["search"]["pipeline_qps_encode_search"]
@@ -344,66 +368,3 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     res["gpu_memory"] = gpu_memory(dev)
     print_summary(res)
     return res
-
-
-def _fmt(d: dict) -> str:
-    return ", ".join(f"b{k}: {v:,.0f}" for k, v in d.items())
-
-
-def print_summary(res: dict[str, Any]) -> None:
-    m, enc, s = res["machine"], res["encoder"], res["search"]
-    lines = [
-        "",
-        f"== retrieval at scale: {res['index']['rows']:,} x {res['index']['dim']} {res['index']['dtype']} "
-        f"({res['index']['gib']:.1f} GiB) on {m['card']} (torch {m['torch']}, {m['cpu_count']} CPUs)",
-        f"setup: {', '.join(f'{k} {v:.1f}' for k, v in res['setup'].items())}",
-        f"encoder passages/s at {res['args']['encode_tokens']} tokens (forward): {_fmt(enc['passages_per_s_forward'])}"
-        f"; from text: {_fmt(enc['passages_per_s_from_text'])}; all of wiki-18 at best: "
-        f"{enc['wiki18_embed_minutes_at_best']:.0f} min",
-        f"encoder queries/s: {_fmt(enc['queries_per_s_encode'])}",
-    ]
-    for key in ("bare_search_qps_service", "bare_search_qps_proposed_grouped_topk", "pipeline_qps_encode_search"):
-        if key in s:
-            lines.append(f"{key}: {_fmt(s[key])}")
-    lines.append(
-        "served q/s over the batch pipeline's q/s at batch "
-        f"{min(s['pipeline_qps_encode_search'])}: "
-        + ", ".join(f"{k} {v:.2f}" for k, v in res["serving_fraction_of_pipeline"].items())
-    )
-    for b, row in s.get("components", {}).items():
-        lines.append(f"search components at batch {b} (q/s): " + ", ".join(f"{k} {v:,.0f}" for k, v in row.items()))
-    if "proposed_matches_service" in s:
-        lines.append(f"proposed vs service results: {s['proposed_matches_service']}")
-    nan = float("nan")
-    lines.append(
-        f"{'searcher':<34}{'mbs':>5}{'conc':>5}{'q/req':>6}{'q/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'batch':>6}"
-        f"{'b ms':>7}{'srv cpu':>8}{'loop':>6}{'model':>6}{'lg cpu':>7}  statuses"
-    )
-    for r in res["serving"]:
-        loop = r["server_loop_thread_cores"]
-        lines.append(
-            f"{r['searcher']:<34}{r['max_batch_size'] or '-':>5}{r['concurrency']:>5}{r['queries_per_request']:>6}"
-            f"{r['queries_per_s']:>8,.0f}{r['p50_ms'] or nan:>8.1f}{r['p99_ms'] or nan:>8.1f}"
-            f"{r['mean_batch'] or nan:>6.0f}{r['mean_batch_ms'] or nan:>7.1f}"
-            f"{r['server_cpu_cores']:>8.2f}{loop if loop is not None else nan:>6.2f}"
-            f"{r['server_model_thread_cores'] if r['server_model_thread_cores'] is not None else nan:>6.2f}"
-            f"{r['loadgen_cpu_cores']:>7.2f}  {r['statuses']}"
-        )
-    for r in res["serving"]:
-        if r.get("loop_profile"):
-            lp = r["loop_profile"]
-            lines.append(f"{r['searcher']}: event-loop thread stack samples ({lp['samples']}), innermost frame:")
-            lines += [f"    {share:6.1%} {name}" for name, share in lp["own"][:12]]
-            lines.append("  inclusive:")
-            lines += [f"    {share:6.1%} {name}" for name, share in lp["inclusive"][:30]]
-    hp = res["hot_path"]
-    lines.append(
-        f"app hot path per single-query request: parse_request {hp['parse_request_us']:.0f} us, _render_result "
-        f"{hp['render_result_us']:.0f} us (raw-bytes splice would take {hp['render_raw_splice_us']:.0f} us)"
-    )
-    if res.get("gpu_memory"):
-        g = res["gpu_memory"]
-        lines.append(
-            f"GPU memory: torch max allocated {g['torch_max_allocated_gib']:.1f} GiB; nvidia-smi: {g['nvidia_smi']}"
-        )
-    print("\n".join(lines), flush=True)

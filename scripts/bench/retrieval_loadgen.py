@@ -82,13 +82,15 @@ async def run(
         delay = start_at - time.time()
         if delay > 0:
             await asyncio.sleep(delay)
-        now = time.perf_counter()
-        tally = Tally(window=(now + warmup, now + warmup + duration))
+        # The window is absolute (start_at + warmup on the wall clock): a process that starts late still measures
+        # the same seconds as the others and as the server's CPU counters.
+        begin = (start_at if start_at > 0 else time.time()) + warmup - time.time() + time.perf_counter()
+        tally = Tally(window=(begin, begin + duration))
         cpu_at_window = None
 
         async def _mark_window() -> None:
             nonlocal cpu_at_window
-            await asyncio.sleep(warmup)
+            await asyncio.sleep(max(0.0, begin - time.perf_counter()))
             cpu_at_window = _cpu_seconds()
 
         marker = asyncio.create_task(_mark_window())
