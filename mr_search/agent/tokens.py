@@ -3,6 +3,8 @@ model tokens that are never re-tokenized."""
 
 from __future__ import annotations
 
+import copy
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -28,6 +30,11 @@ class EnvEncoder:
 
     def __init__(self, tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = None) -> None:
         self.tokenizer = tokenizer
+        # Splitting special tokens flips a flag on a fast tokenizer's shared Rust object; verl encodes
+        # with the same tokenizer on worker threads, and a concurrent flip raises "Already borrowed" or
+        # encodes with the wrong setting. Content is therefore encoded with a private copy, under a lock.
+        self._content_tokenizer = copy.deepcopy(tokenizer)
+        self._content_lock = threading.Lock()
         a, b, c = _PLACEHOLDERS
         messages = [{"role": "user", "content": a}, {"role": "assistant", "content": b}, {"role": "user", "content": c}]
         try:
@@ -66,7 +73,9 @@ class EnvEncoder:
         """Encodes plain content (special-token strings inside it stay plain text)."""
         if not text:
             return []
-        return list(self.tokenizer(text, add_special_tokens=False, split_special_tokens=True)["input_ids"])
+        with self._content_lock:
+            encoded = self._content_tokenizer(text, add_special_tokens=False, split_special_tokens=True)
+        return list(encoded["input_ids"])
 
     def decode(self, token_ids: Any) -> str:
         return self.tokenizer.decode(token_ids, skip_special_tokens=False)
