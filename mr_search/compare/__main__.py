@@ -1,0 +1,95 @@
+"""``python -m mr_search.compare``: the token budget match and the report of scripts/compare_embedded.sh.
+
+python -m mr_search.compare budget --mr RUN --mr-rows 16 --baseline RUN --baseline-rows 16 --out budget.json
+    prints the baseline steps needed to reach the MR-Search run's sampled tokens, then the step to evaluate
+python -m mr_search.compare report --work WORK --out reports/compare_embedded --mr-rows 16 --baseline-rows 16
+    writes report.md, comparison.json, em_vs_attempt.png and em_vs_step.png; appends to history.jsonl
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+
+from mr_search.compare.budget import match_runs, write_match
+from mr_search.compare.layout import BASELINE, MR
+from mr_search.compare.markdown import append_history, history_entry, render_report
+from mr_search.compare.plots import EM_VS_ATTEMPT, EM_VS_STEP, plot_em_vs_attempt, plot_em_vs_step
+from mr_search.compare.report import build_comparison
+
+logger = logging.getLogger(__name__)
+INVESTIGATION = "investigation.md"
+
+
+def _rows(value: str) -> int:
+    rows = int(value)
+    if rows < 1:
+        raise argparse.ArgumentTypeError(f"{value}: rows per step must be >= 1 (train_batch_size x rollout.n)")
+    return rows
+
+
+def write_report(work: Path, out: Path, mr_rows: int, baseline_rows: int, note: str = "") -> Path:
+    """Builds the comparison of ``work`` into ``out``; returns report.md."""
+    comparison = build_comparison(work, {MR: mr_rows, BASELINE: baseline_rows})
+    if note:
+        comparison["meta"]["note"] = note
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n", encoding="utf-8")
+    plot_em_vs_attempt(comparison, out / EM_VS_ATTEMPT)
+    plot_em_vs_step(comparison, out / EM_VS_STEP)
+    when = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    history = append_history(out, history_entry(comparison, when))
+    notes = out / INVESTIGATION
+    report = out / "report.md"
+    report.write_text(
+        render_report(comparison, history, notes.read_text(encoding="utf-8") if notes.is_file() else None),
+        encoding="utf-8",
+    )
+    return report
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m mr_search.compare", description=__doc__.split("\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    budget = sub.add_parser("budget", help="match the baseline's sampled tokens to the MR-Search run's")
+    budget.add_argument("--mr", type=Path, required=True, help="MR-Search run folder")
+    budget.add_argument("--baseline", type=Path, required=True, help="baseline run folder")
+    budget.add_argument("--mr-rows", type=_rows, required=True, help="rows per MR-Search step (batch x n)")
+    budget.add_argument("--baseline-rows", type=_rows, required=True, help="rows per baseline step (batch x n)")
+    budget.add_argument("--out", type=Path, required=True, help="budget.json to write")
+    report = sub.add_parser("report", help="write the report of a work folder")
+    report.add_argument("--work", type=Path, required=True, help="work folder of scripts/compare_embedded.sh")
+    report.add_argument("--out", type=Path, required=True, help="report folder (history.jsonl is appended)")
+    report.add_argument("--mr-rows", type=_rows, required=True)
+    report.add_argument("--baseline-rows", type=_rows, required=True)
+    report.add_argument("--note", default="", help="one line for the history table")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
+    try:
+        if args.command == "budget":
+            match = match_runs(args.mr, args.mr_rows, args.baseline, args.baseline_rows)
+            write_match(match, args.out)
+            logger.info(
+                "budget %.0f tokens; baseline %d steps run, %d needed, step %d evaluated (ratio %.2f)",
+                match.mr_tokens,
+                match.baseline_steps_run,
+                match.baseline_steps_needed,
+                match.baseline_step,
+                match.ratio,
+            )
+            print(match.baseline_steps_needed, match.baseline_step)
+        else:
+            print(write_report(args.work, args.out, args.mr_rows, args.baseline_rows, args.note))
+    except (ValueError, FileNotFoundError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,115 @@
+"""Per-step training figures of one verl run folder and its budget of sampled response tokens.
+
+verl's file logger writes ``<run>/metrics/<launch>.jsonl`` (one JSON line per step, ``{"step", "data"}``); a
+resumed run adds a file per launch. The sampled tokens of a step are verl's logged mean response length times the
+rows of the step (questions x trajectories per question): everything after the prompt, as verl counts it.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+RESPONSE_LENGTH: Final = "response_length/mean"
+K1_REWARD: Final = "critic/rewards/mean"
+STEP_TIME: Final = "timing_s/step"
+_ATTEMPT_RE: Final = re.compile(r"mr_search/attempt_(\d+)/reward_mean")
+_TRAINED_RE: Final = re.compile(r"mr_search/attempt_(\d+)/trained_tokens")
+
+
+@dataclass(frozen=True)
+class StepRecord:
+    """One training step: EM of each attempt over the step's sampled trajectories, and its token cost."""
+
+    step: int
+    em: tuple[float, ...]  # fraction in [0, 1], attempt 1..K
+    response_tokens: float  # sampled response tokens of the step (mean length x rows)
+    model_tokens: float | None  # model-written tokens (MR-Search trainer's per-attempt count); None when not logged
+    seconds: float | None
+
+
+def read_metrics(run_dir: Path) -> dict[int, Mapping[str, Any]]:
+    """``{step: data}`` over every launch of ``run_dir`` (a later launch wins a repeated step)."""
+    files = sorted((Path(run_dir) / "metrics").glob("*.jsonl"))
+    if not files:
+        raise FileNotFoundError(f"{run_dir}/metrics/*.jsonl: no metrics; is this a train_grpo_step.sh run folder?")
+    steps: dict[int, Mapping[str, Any]] = {}
+    for path in files:
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if not line.strip():
+                continue
+            try:
+                row = json.loads(line)
+                steps[int(row["step"])] = row["data"]
+            except (ValueError, KeyError, TypeError) as err:
+                raise ValueError(f"{path}:{number}: not a verl metrics line ({err})") from err
+    return steps
+
+
+def step_record(step: int, data: Mapping[str, Any], rows: int) -> StepRecord:
+    """The figures of one step; ``rows`` = questions x trajectories per question of that step."""
+    if rows < 1:
+        raise ValueError(f"rows={rows}: expected the rows of a step (train_batch_size x rollout.n), >= 1")
+    if RESPONSE_LENGTH not in data:
+        raise ValueError(f"step {step}: no {RESPONSE_LENGTH!r} in the logged metrics")
+    attempts = sorted(int(m.group(1)) for key in data if (m := _ATTEMPT_RE.fullmatch(key)))
+    if attempts:
+        em = tuple(float(data[f"mr_search/attempt_{k}/reward_mean"]) for k in attempts)
+    elif K1_REWARD in data:
+        em = (float(data[K1_REWARD]),)  # verl's own estimators (K = 1): the one attempt's reward is its EM
+    else:
+        raise ValueError(f"step {step}: neither mr_search/attempt_<k>/reward_mean nor {K1_REWARD!r} logged")
+    trained = [float(data[key]) for key in data if _TRAINED_RE.fullmatch(key)]
+    seconds = data.get(STEP_TIME)
+    return StepRecord(
+        step=step,
+        em=em,
+        response_tokens=float(data[RESPONSE_LENGTH]) * rows,
+        model_tokens=sum(trained) if trained else None,
+        seconds=None if seconds is None else float(seconds),
+    )
+
+
+def read_steps(run_dir: Path, rows: int) -> list[StepRecord]:
+    """The run's steps in order."""
+    return [step_record(step, data, rows) for step, data in sorted(read_metrics(run_dir).items())]
+
+
+def cumulative_tokens(steps: Sequence[StepRecord]) -> list[float]:
+    """Sampled response tokens up to and including each step."""
+    total, out = 0.0, []
+    for record in steps:
+        total += record.response_tokens
+        out.append(total)
+    return out
+
+
+def steps_to_reach(steps: Sequence[StepRecord], budget: float) -> int:
+    """Total steps a run needs for its sampled tokens to reach ``budget``, extrapolating at its mean per step.
+
+    Returns the number of steps already run when they reach the budget.
+    """
+    if not steps:
+        raise ValueError("steps_to_reach: no steps logged yet; run at least one step first")
+    if budget <= 0:
+        raise ValueError(f"budget={budget}: expected a positive number of tokens")
+    done = cumulative_tokens(steps)
+    for record, total in zip(steps, done, strict=True):
+        if total >= budget:
+            return record.step
+    per_step = done[-1] / len(steps)
+    return steps[-1].step + math.ceil((budget - done[-1]) / per_step)
+
+
+def closest_step(steps: Sequence[StepRecord], budget: float) -> StepRecord:
+    """The step whose cumulative sampled tokens are closest to ``budget`` (the earlier one on a tie)."""
+    if not steps:
+        raise ValueError("closest_step: no steps")
+    done = cumulative_tokens(steps)
+    best = min(range(len(steps)), key=lambda i: (abs(done[i] - budget), i))
+    return steps[best]

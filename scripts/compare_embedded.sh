@@ -1,0 +1,187 @@
+#!/usr/bin/env bash
+# `make compare`: MR-Search (K = 3) against the K = 1 baseline (verl GRPO on single attempts) on the embedded world,
+# both from the warm-started tiny policy and with the same budget of sampled tokens; held-out evaluation with
+# K_eval = 1..6 greedy attempts; report folder with report.md, comparison.json, PNG plots and the history of results.
+#
+#   bash scripts/compare_embedded.sh                 # 3 seeds, report in reports/compare_embedded
+#   SEEDS=1 STEPS=4 bash scripts/compare_embedded.sh # a quicker look
+#   WORK_DIR=runs/compare/<name> bash scripts/compare_embedded.sh   # continue: finished pieces are skipped
+#   DRY_RUN=1 bash scripts/compare_embedded.sh       # print the plan and exit
+#
+# Per seed: MR-Search trains STEPS steps; the baseline trains at the same batch for BASELINE_STEPS steps (default
+# 3 x STEPS: a K = 1 episode is about a third as long), the sampled tokens of both are measured from their logged
+# response lengths and the baseline resumes for more steps if it is short of the MR-Search budget; the baseline
+# checkpoint evaluated is the step whose cumulative sampled tokens are closest to the budget.
+# Every knob is an environment variable.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-python}"
+export MR_SEARCH_CACHE="${MR_SEARCH_CACHE:-$HOME/.cache/mr_search}"
+
+SEEDS="${SEEDS:-3}"                     # number of seeds; seeds SEED_BASE .. SEED_BASE + SEEDS - 1
+SEED_BASE="${SEED_BASE:-1}"
+STEPS="${STEPS:-6}"                     # MR-Search training steps (the budget)
+ATTEMPTS="${ATTEMPTS:-3}"               # K of MR-Search in training (paper: 3)
+BASELINE_STEPS="${BASELINE_STEPS:-}"    # first try of the baseline's steps; empty: 3 x STEPS
+TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, both runs
+GROUP_SIZE="${GROUP_SIZE:-4}"           # trajectories per question, both runs
+K_EVAL="${K_EVAL:-6}"                   # evaluation attempts (greedy)
+MAX_QUESTIONS="${MAX_QUESTIONS:-40}"    # first N held-out questions per data source (fixed before training)
+WORK_DIR="${WORK_DIR:-}"                # empty: runs/compare/<date>
+REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_embedded}"
+RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
+RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
+NOTE="${NOTE:-}"                        # one line for the report's history table
+WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
+DRY_RUN="${DRY_RUN:-0}"
+
+die() { echo "compare_embedded.sh: $*" >&2; exit 1; }
+whole() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1=$2 is not valid; use a whole number >= 1"; }
+whole SEEDS "$SEEDS"
+whole STEPS "$STEPS"
+whole ATTEMPTS "$ATTEMPTS"
+whole TRAIN_BATCH_SIZE "$TRAIN_BATCH_SIZE"
+whole GROUP_SIZE "$GROUP_SIZE"
+whole K_EVAL "$K_EVAL"
+whole MAX_QUESTIONS "$MAX_QUESTIONS"
+[[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
+((ATTEMPTS > 1)) || die "ATTEMPTS=$ATTEMPTS is not valid; MR-Search needs >= 2 attempts (the baseline is K = 1)"
+BASELINE_STEPS="${BASELINE_STEPS:-$((3 * STEPS))}"
+whole BASELINE_STEPS "$BASELINE_STEPS"
+[[ "$RETRIEVER_URL" =~ ^http://(127\.0\.0\.1|localhost):([0-9]+)/?$ ]] \
+  || die "RETRIEVER_URL=$RETRIEVER_URL is not valid; use http://127.0.0.1:<port> (a local service, started if silent)"
+PORT="${BASH_REMATCH[2]}"
+RETRIEVER_URL="${RETRIEVER_URL%/}"
+ROWS=$((TRAIN_BATCH_SIZE * GROUP_SIZE))
+WORK_DIR="$(realpath -m "${WORK_DIR:-$ROOT/runs/compare/$(date +%Y%m%d-%H%M%S)}")"
+REPORT_DIR="$(realpath -m "$REPORT_DIR")"
+seeds=()
+for ((i = 0; i < SEEDS; i++)); do seeds+=($((SEED_BASE + i))); done
+
+echo "compare_embedded.sh: seeds ${seeds[*]}; MR-Search K=$ATTEMPTS $STEPS steps, baseline K=1 from $BASELINE_STEPS steps;" \
+  "batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE; eval K_eval=$K_EVAL on $MAX_QUESTIONS questions per source"
+echo "  work folder $WORK_DIR, report $REPORT_DIR, retrieval $RETRIEVER_URL"
+[[ "$DRY_RUN" == 1 ]] && exit 0
+
+mkdir -p "$WORK_DIR"
+started_pid=""
+cleanup() {
+  # Stops only the retrieval service this script started (retrieval_launch.sh stops its server on TERM).
+  if [[ -n "$started_pid" ]] && kill -0 "$started_pid" 2>/dev/null; then
+    kill -TERM "$started_pid" 2>/dev/null || true
+    wait "$started_pid" 2>/dev/null || true
+  fi
+}
+trap cleanup EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+
+healthy() {
+  "$PYTHON" - "$RETRIEVER_URL/health" 2>/dev/null <<'PY'
+import sys, urllib.request
+sys.exit(0 if urllib.request.urlopen(sys.argv[1], timeout=2).status == 200 else 1)
+PY
+}
+
+# --- shared setup: data, warm start, retrieval (cached after the first run) ---
+mapfile -t files < <("$PYTHON" -c \
+  'from mr_search.data.embedded import ensure_embedded_parquet; print(*ensure_embedded_parquet(), sep="\n")')
+TRAIN_FILE="${files[0]}"
+TEST_FILE="${files[1]}"
+echo "compare_embedded.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
+WARM="$("$PYTHON" -m mr_search.warmstart | tail -n 1)"
+if ! healthy; then
+  echo "compare_embedded.sh: starting the embedded retrieval service on port $PORT (log: $WORK_DIR/retrieval.log)"
+  RETRIEVER_HOST=127.0.0.1 RETRIEVER_PORT="$PORT" PYTHON="$PYTHON" \
+    bash "$ROOT/retrieval_launch.sh" >"$WORK_DIR/retrieval.log" 2>&1 &
+  started_pid=$!
+  deadline=$((SECONDS + RETRIEVER_READY_TIMEOUT))
+  until healthy; do
+    kill -0 "$started_pid" 2>/dev/null || die "the retrieval service exited; see $WORK_DIR/retrieval.log"
+    ((SECONDS < deadline)) || die "$RETRIEVER_URL/health not ready after ${RETRIEVER_READY_TIMEOUT}s"
+    sleep 1
+  done
+fi
+
+machine="$(nproc) CPU cores ($(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)), \
+$(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo), no GPU used, shared with other jobs"
+"$PYTHON" - "$WORK_DIR/meta.json" <<PY
+import json, sys
+meta = {
+    "command": "SEEDS=$SEEDS STEPS=$STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
+    "machine": "$machine",
+    "steps": $STEPS,
+    "MR-Search": "K=$ATTEMPTS, mr_search loop + estimator (gamma 1, leave-one-out), batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE",
+    "baseline": "K=1, verl grpo estimator, batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, more steps to match tokens",
+    "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE",
+    "warm start": "$WARM",
+    "work": "$WORK_DIR",
+}
+open(sys.argv[1], "w").write(json.dumps(meta, indent=1) + "\n")
+PY
+
+# --- training: one verl run at a time ---
+train() {  # train <run dir> <attempts> <steps> <seed>
+  local run="$1" attempts="$2" steps="$3" seed="$4"
+  if compgen -G "$run/checkpoints/global_step_$steps" >/dev/null; then
+    echo "compare_embedded.sh: $run already has step $steps; skipped"
+    return 0
+  fi
+  if [[ "$WAIT_FOR_IDLE" == 1 ]]; then
+    # A shared small machine holds one verl run at a time: wait for any other to finish.
+    while pgrep -f "verl.trainer.main_ppo" >/dev/null; do sleep 10; done
+  fi
+  RUN_DIR="$run" ATTEMPTS="$attempts" TOTAL_STEPS="$steps" MODEL_PATH="$WARM" TRAIN_FILE="$TRAIN_FILE" \
+    VAL_FILE="$TEST_FILE" TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" GROUP_SIZE="$GROUP_SIZE" SAVE_FREQ=1 TEST_FREQ=-1 \
+    RETRIEVER_URL="$RETRIEVER_URL" START_RETRIEVER=0 PYTHON="$PYTHON" \
+    bash "$ROOT/train_grpo_step.sh" "data.seed=$seed" "actor_rollout_ref.rollout.seed=$seed" \
+    "actor_rollout_ref.actor.data_loader_seed=$seed" "trainer.max_actor_ckpt_to_keep=null" \
+    >"$run.log" 2>&1 || die "training failed; log: $run.log"
+}
+
+match_budget() {  # match_budget <seed dir>: prints "<baseline steps needed> <baseline step to evaluate>"
+  "$PYTHON" -m mr_search.compare budget --mr "$1/mr_search" --mr-rows "$ROWS" --baseline "$1/baseline" \
+    --baseline-rows "$ROWS" --out "$1/budget.json"
+}
+
+evaluate() {  # evaluate <out dir> LABEL=PATH...
+  local out="$1"
+  shift
+  local models=()
+  for m in "$@"; do models+=(--model "$m"); done
+  OMP_NUM_THREADS=1 "$PYTHON" -m mr_search.eval "${models[@]}" --data "$TEST_FILE" --out "$out.tmp" \
+    --retriever-url "$RETRIEVER_URL/retrieve" --attempts "$K_EVAL" --max-questions "$MAX_QUESTIONS" --no-progress \
+    >"$out.log" 2>&1 || die "evaluation failed; log: $out.log"
+  rm -rf "$out"
+  mv "$out.tmp" "$out"
+}
+
+if [[ ! -f "$WORK_DIR/warm_eval/results.json" ]]; then
+  echo "compare_embedded.sh: evaluating the warm start ($(date -u +%H:%M:%S) UTC)"
+  evaluate "$WORK_DIR/warm_eval" "warm_start=$WARM"
+fi
+
+for seed in "${seeds[@]}"; do
+  dir="$WORK_DIR/seed_$seed"
+  mkdir -p "$dir"
+  echo "compare_embedded.sh: seed $seed: MR-Search K=$ATTEMPTS, $STEPS steps ($(date -u +%H:%M:%S) UTC)"
+  train "$dir/mr_search" "$ATTEMPTS" "$STEPS" "$seed"
+  echo "compare_embedded.sh: seed $seed: baseline K=1, $BASELINE_STEPS steps ($(date -u +%H:%M:%S) UTC)"
+  train "$dir/baseline" 1 "$BASELINE_STEPS" "$seed"
+  read -r needed step < <(match_budget "$dir")
+  if ((needed > BASELINE_STEPS)); then
+    echo "compare_embedded.sh: seed $seed: baseline short of the token budget; resuming to $needed steps"
+    train "$dir/baseline" 1 "$needed" "$seed"
+    read -r needed step < <(match_budget "$dir")
+  fi
+  echo "compare_embedded.sh: seed $seed: evaluating MR-Search step $STEPS and baseline step $step ($(date -u +%H:%M:%S) UTC)"
+  evaluate "$dir/eval" "mr_search=$dir/mr_search/checkpoints/global_step_$STEPS" \
+    "baseline=$dir/baseline/checkpoints/global_step_$step"
+  echo "compare_embedded.sh: seed $seed done ($(date -u +%H:%M:%S) UTC)"
+done
+
+report=(--work "$WORK_DIR" --out "$REPORT_DIR" --mr-rows "$ROWS" --baseline-rows "$ROWS")
+[[ -z "$NOTE" ]] || report+=(--note "$NOTE")
+"$PYTHON" -m mr_search.compare report "${report[@]}"
+echo "compare_embedded.sh: done in ${SECONDS}s. Report: $REPORT_DIR/report.md"

@@ -1,0 +1,50 @@
+"""Argument handling of scripts/compare_embedded.sh (DRY_RUN: the plan, no training)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPT = ROOT / "scripts" / "compare_embedded.sh"
+
+
+def run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
+    full = {**os.environ, "PYTHON": sys.executable, "DRY_RUN": "1", "MR_SEARCH_CACHE": str(tmp_path), **env}
+    return subprocess.run(["bash", str(SCRIPT)], env=full, capture_output=True, text=True, timeout=60, check=False)
+
+
+def test_default_plan(tmp_path: Path) -> None:
+    result = run(tmp_path, WORK_DIR=str(tmp_path / "w"))
+    assert result.returncode == 0, result.stderr
+    assert "seeds 1 2 3" in result.stdout
+    assert "MR-Search K=3 6 steps, baseline K=1 from 18 steps" in result.stdout
+    assert "K_eval=6" in result.stdout
+    assert not (tmp_path / "w").exists()  # a dry run writes nothing
+
+
+def test_knobs_change_the_plan(tmp_path: Path) -> None:
+    result = run(tmp_path, SEEDS="2", SEED_BASE="7", STEPS="4", BASELINE_STEPS="10")
+    assert result.returncode == 0, result.stderr
+    assert "seeds 7 8" in result.stdout
+    assert "4 steps, baseline K=1 from 10 steps" in result.stdout
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"SEEDS": "0"}, "SEEDS=0 is not valid"),
+        ({"STEPS": "two"}, "STEPS=two is not valid"),
+        ({"ATTEMPTS": "1"}, "MR-Search needs >= 2 attempts"),
+        ({"K_EVAL": "-3"}, "K_EVAL=-3 is not valid"),
+        ({"RETRIEVER_URL": "http://example.com:80"}, "use http://127.0.0.1:<port>"),
+    ],
+)
+def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    result = run(tmp_path, **env)
+    assert result.returncode != 0
+    assert message in result.stderr
