@@ -221,11 +221,13 @@ for path in sorted((run / "metrics").glob("*.jsonl")):
 if steps:
     pattern = re.compile(r"mr_search/attempt_(\d+)/reward_mean")
     k = max((int(m.group(1)) for d in steps.values() for key in d if (m := pattern.fullmatch(key))), default=0)
+    k = max(k, 1)
     head = ["step", *(f"EM@{i}" for i in range(1, k + 1)), *(["gain"] if k > 1 else []), "reward", "grad_norm", "s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     nan = float("nan")
     for step, d in sorted(steps.items()):
         em = [d.get(f"mr_search/attempt_{i}/reward_mean", nan) for i in range(1, k + 1)]
+        em = em or [d.get("critic/rewards/mean", nan)]  # verl's estimators (K = 1): the one attempt's reward
         cells = [str(step), *(f"{x:.3f}" for x in em), *([f"{em[-1] - em[0]:+.3f}"] if k > 1 else [])]
         cells += [f"{d.get('critic/rewards/mean', nan):.3f}", f"{d.get('actor/grad_norm', nan):.3g}"]
         cells.append(f"{d.get('timing_s/step', nan):.1f}")
