@@ -2,7 +2,7 @@
 # MR-Search training through verl's own trainer (python -m verl.trainer.main_ppo).
 #
 #   bash train_grpo_step.sh                         # no GPU: the embedded default on CPU (`make quickstart`)
-#   MODEL_PATH=Qwen/Qwen2.5-7B TRAIN_FILE=... VAL_FILE=... bash train_grpo_step.sh   # GPUs: the paper recipe
+#   MODEL_PATH=Qwen/Qwen2.5-7B TRAIN_FILE=... VAL_FILE=... bash train_grpo_step.sh   # on GPUs: the paper recipe
 #   ATTEMPTS=1 bash train_grpo_step.sh              # the K = 1 baseline (Search-R1 GRPO), same script
 #   RUN_DIR=runs/<name> bash train_grpo_step.sh     # continue that run from its last checkpoint
 #   bash train_grpo_step.sh trainer.save_freq=10    # any other setting: Hydra overrides, passed through
@@ -17,9 +17,11 @@ PYTHON="${PYTHON:-python}"
 export MR_SEARCH_CACHE="${MR_SEARCH_CACHE:-$HOME/.cache/mr_search}"
 
 # --- preset -------------------------------------------------------------------------------------------------------
-# auto: `embedded` when no GPU is usable and neither MODEL_PATH nor TRAIN_FILE is set, else `paper`.
+# auto: `paper` when a GPU is usable (nvidia-smi and torch.cuda), else `embedded` (CPU backend, tiny sizes).
 PRESET="${PRESET:-auto}"                      # auto | embedded | paper
 DRY_RUN="${DRY_RUN:-0}"                       # 1: print the trainer command and exit (no setup, no training)
+DUMP_ROLLOUTS="${DUMP_ROLLOUTS:-}"            # 1: every step's trajectories as JSON lines in the run folder
+                                              # (empty: on for embedded, off for paper)
 
 # --- data -----------------------------------------------------------------------------------------------------------
 TRAIN_FILE="${TRAIN_FILE:-}"                  # verl parquet; embedded: written under $MR_SEARCH_CACHE/data
@@ -65,7 +67,8 @@ has_gpu() {
 }
 
 if [[ "$PRESET" == auto ]]; then
-  if [[ -z "$MODEL_PATH$TRAIN_FILE" ]] && ! has_gpu; then PRESET=embedded; else PRESET=paper; fi
+  # Without a GPU only the embedded sizes can run; MODEL_PATH / TRAIN_FILE / VAL_FILE then replace its defaults.
+  if has_gpu; then PRESET=paper; else PRESET=embedded; fi
 fi
 case "$PRESET" in
   embedded) CONFIG_NAME=mr_search_embedded; ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-cpu}" ;;
@@ -152,7 +155,6 @@ overrides=(
   "trainer.project_name=mr_search"
   "trainer.experiment_name=$(basename "$RUN_DIR")"
   "trainer.default_local_dir=$RUN_DIR/checkpoints"
-  "trainer.rollout_data_dir=$RUN_DIR/rollouts"
   "trainer.resume_mode=auto"
 )
 if [[ "$ROLLOUT_ENGINE" != cpu ]]; then
@@ -172,6 +174,9 @@ else
   done <"$ROOT/configs/cpu_backend_overrides.txt"
 fi
 add() { [[ -n "$2" ]] && overrides+=("$1=$2"); return 0; }
+if [[ "${DUMP_ROLLOUTS:-$([[ "$PRESET" == embedded ]] && echo 1)}" == 1 ]]; then
+  overrides+=("trainer.rollout_data_dir=$RUN_DIR/rollouts")
+fi
 add data.train_files "$TRAIN_FILE"
 add data.val_files "$VAL_FILE"
 add actor_rollout_ref.model.path "$MODEL_PATH"

@@ -35,9 +35,25 @@ def test_attempts_1_is_the_search_r1_grpo_baseline(run_script, tmp_path):
     assert "mr_search.episode.attempts=1" in command
 
 
-def test_explicit_model_selects_the_paper_recipe_and_passes_overrides_last(run_script, tmp_path):
-    command = _dry(run_script, tmp_path, "trainer.save_freq=7", MODEL_PATH="/models/qwen", GROUP_SIZE="8", NNODES="2")
+def test_a_given_model_on_cpu_keeps_the_embedded_sizes(run_script, tmp_path):
+    command = _dry(run_script, tmp_path, MODEL_PATH="/models/mine", TRAIN_FILE="/data/train.parquet")
+    assert "--config-name=mr_search_embedded" in command
+    assert "actor_rollout_ref.model.path=/models/mine" in command
+    assert "data.train_files=/data/train.parquet" in command
+
+
+def test_paper_preset_knobs_and_overrides_last(run_script, tmp_path):
+    command = _dry(
+        run_script,
+        tmp_path,
+        "trainer.save_freq=7",
+        PRESET="paper",
+        MODEL_PATH="/models/qwen",
+        GROUP_SIZE="8",
+        NNODES="2",
+    )
     assert "--config-name=mr_search_paper" in command
+    assert not any(arg.startswith("trainer.rollout_data_dir=") for arg in command), "no dumps by default on GPUs"
     assert "actor_rollout_ref.rollout.name=sglang" in command
     assert "actor_rollout_ref.model.path=/models/qwen" in command
     assert "actor_rollout_ref.rollout.n=8" in command
