@@ -33,7 +33,7 @@ RETRIEVER_MAX_BATCH="${RETRIEVER_MAX_BATCH:-256}"
 RETRIEVER_MAX_WAIT_MS="${RETRIEVER_MAX_WAIT_MS:-2}"
 RETRIEVER_QUEUE_SIZE="${RETRIEVER_QUEUE_SIZE:-4096}"
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-1800}"  # seconds to wait for /health (first run builds)
-PYTHON="${PYTHON:-python}"
+PYTHON="${PYTHON:-$(command -v python || command -v python3)}"  # the env that has mr_search_retrieval
 
 if [[ -n "$RETRIEVER_GPUS" ]]; then
   export CUDA_VISIBLE_DEVICES="$RETRIEVER_GPUS"
