@@ -16,12 +16,13 @@ Numbers refer to ../shared/VERL_CPU.md.
 4. The FSDP engines are registered for cuda/npu only (``workers/engine/fsdp/transformer_impl.py``):
    registered for device "cpu" too (verl's own ``EngineRegistry``; no ``VERL_ENGINE_DEVICE`` needed).
 5. flash-attention is the default attention (``workers/config/model.py``): configuration,
-   ``++actor_rollout_ref.model.override_config.attn_implementation=sdpa``. Not covered: the critic
-   loader hard-codes flash-attention (``utils/model.py``), so a GAE critic needs more on CPU.
+   ``++actor_rollout_ref.model.override_config.attn_implementation=sdpa``. The critic loader
+   ``load_valuehead_model`` (``utils/model.py``) hard-codes flash-attention: patched to load the
+   token-classification (value) model with sdpa (or eager, if its config names it).
 6. FSDP2 forward-only (reference) models offload with ``CPUOffloadPolicy(pin_memory=True)``, which
    fails without an accelerator: ``transformer_impl.CPUOffloadPolicy`` becomes an unpinned policy.
 7. FSDP1 cannot run on CPU (``sync_module_states=True``): configuration,
-   ``actor_rollout_ref.actor.strategy=fsdp2`` (the reference and critic follow it).
+   ``actor_rollout_ref.actor.strategy=fsdp2`` (the reference follows it) and ``critic.strategy=fsdp2``.
 10. ``TokenOutput.extra_fields["global_steps"]`` must be an int: the ``mr_hf`` server reports 0 before
    the first weight sync (``mr_search.cpu.server``); verl's ``LLMServerClient`` derives
    ``min/max_global_steps`` from it.
@@ -61,6 +62,7 @@ OVERRIDES: Final[tuple[str, ...]] = (
     "++ray_kwargs.ray_init.num_gpus=${trainer.n_gpus_per_node}",
     "ray_kwargs.ray_init.num_cpus=16",
     "actor_rollout_ref.actor.strategy=fsdp2",
+    "critic.strategy=fsdp2",
     "++actor_rollout_ref.model.override_config.attn_implementation=sdpa",
     "actor_rollout_ref.model.use_remove_padding=False",
     f"actor_rollout_ref.rollout.name={ROLLOUT_NAME}",
@@ -137,6 +139,39 @@ def unpin_offload_policy(module: ModuleType) -> None:
     module.CPUOffloadPolicy = UnpinnedCPUOffloadPolicy
 
 
+def _load_valuehead_with_config_attention(load_fn: Callable[..., Any]) -> Callable[..., Any]:
+    if getattr(load_fn, _PATCHED, False):
+        return load_fn
+
+    @functools.wraps(load_fn)
+    def load_valuehead_model(local_path: str, torch_dtype: Any, model_config: Any, trust_remote_code: bool) -> Any:
+        from transformers import AutoModelForTokenClassification
+
+        configured = getattr(model_config, "_attn_implementation", None) or "sdpa"
+        # flash-attention kernels need a GPU: on the CPU platform they always become sdpa.
+        attention = "sdpa" if "flash" in configured else configured
+        return AutoModelForTokenClassification.from_pretrained(
+            local_path,
+            dtype=torch_dtype,
+            config=model_config,
+            attn_implementation=attention,
+            trust_remote_code=trust_remote_code,
+        )
+
+    setattr(load_valuehead_model, _PATCHED, True)
+    return load_valuehead_model
+
+
+def patch_value_model_attention(module: ModuleType) -> None:
+    """Item 5, critic: ``verl.utils.model.load_valuehead_model`` without its hard-coded flash-attention."""
+    if not hasattr(module, "load_valuehead_model"):
+        raise RuntimeError(
+            f"mr_search CPU workaround 5: {module.__name__}.load_valuehead_model is gone; check how verl loads "
+            "critics now and update mr_search/cpu/workarounds.py"
+        )
+    module.load_valuehead_model = _load_valuehead_with_config_attention(module.load_valuehead_model)
+
+
 def _patch_fsdp_engine_module(module: ModuleType) -> None:
     register_fsdp_engines_for_cpu(module)
     unpin_offload_policy(module)
@@ -154,6 +189,7 @@ def install() -> bool:
         when_imported("verl.utils.distributed", patch_process_group_backend)
         when_imported("verl.workers.engine_workers", patch_process_group_backend)
         when_imported("verl.workers.engine.fsdp.transformer_impl", _patch_fsdp_engine_module)
+        when_imported("verl.utils.model", patch_value_model_attention)
         _installed = True
         logger.info("mr_search CPU workarounds armed (VERL_PLATFORM=cpu)")
     return True

@@ -71,6 +71,22 @@ def test_item5_flash_attention_is_the_default_attention() -> None:
     assert "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in workarounds.OVERRIDES
 
 
+def test_item5_critic_loader_hard_codes_flash_attention() -> None:
+    import inspect
+
+    from verl.utils.model import load_valuehead_model
+
+    source = inspect.getsource(load_valuehead_model)
+    assert 'attn_implementation="flash_attention_2"' in source, "verl's critic loader changed: re-check workaround 5"
+    assert list(inspect.signature(load_valuehead_model).parameters) == [
+        "local_path",
+        "torch_dtype",
+        "model_config",
+        "trust_remote_code",
+    ]
+    _expect("verl.workers.engine.fsdp.transformer_impl", "from verl.utils.model import load_valuehead_model", 5)
+
+
 def test_item6_reference_offload_pins_memory() -> None:
     _expect("verl.workers.engine.fsdp.transformer_impl", "offload_policy = CPUOffloadPolicy(pin_memory=True)", 6)
 
@@ -113,18 +129,25 @@ report = {
     "pin_memory": impl.CPUOffloadPolicy(pin_memory=True).pin_memory,
     "offload_is_policy": isinstance(impl.CPUOffloadPolicy(), __import__("torch").distributed.fsdp.CPUOffloadPolicy),
 }
+from transformers import AutoConfig
+import verl.utils.model as model_utils
+config = AutoConfig.from_pretrained(os.environ["PROBE_MODEL"])
+config._attn_implementation = "flash_attention_2"  # verl's default, which cannot run on CPU
+config.num_labels = 1
+critic = model_utils.load_valuehead_model(os.environ["PROBE_MODEL"], __import__("torch").float32, config, False)
+report["critic"] = [type(critic).__name__, critic.config._attn_implementation]
 dist.destroy_process_group()
 print("PROBE" + json.dumps(report))
 """
 
 
-def test_cpu_platform_run_arms_every_workaround() -> None:
+def test_cpu_platform_run_arms_every_workaround(tiny_model_dir: Path) -> None:
     import socket
 
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         port = sock.getsockname()[1]
-    env = {**os.environ, **workarounds.ENV, "PROBE_PORT": str(port)}
+    env = {**os.environ, **workarounds.ENV, "PROBE_PORT": str(port), "PROBE_MODEL": str(tiny_model_dir)}
     result = subprocess.run(
         [sys.executable, "-c", _PROBE], env=env, capture_output=True, text=True, timeout=240, cwd=REPO
     )
@@ -138,6 +161,7 @@ def test_cpu_platform_run_arms_every_workaround() -> None:
         "value_engine": "FSDPEngineWithValueHead",
         "pin_memory": False,
         "offload_is_policy": True,
+        "critic": ["Qwen2ForTokenClassification", "sdpa"],
     }
 
 
@@ -160,7 +184,7 @@ def test_overrides_compose_with_verls_trainer_config_and_validate() -> None:
     OmegaConf.resolve(config)
     assert config.trainer.device == "cpu"
     assert config.ray_kwargs.ray_init.num_gpus == config.trainer.n_gpus_per_node * config.trainer.nnodes
-    assert config.actor_rollout_ref.ref.strategy == "fsdp2"
+    assert config.actor_rollout_ref.ref.strategy == config.critic.strategy == "fsdp2"
     assert config.actor_rollout_ref.model.override_config.attn_implementation == "sdpa"
     rollout = omega_conf_to_dataclass(config.actor_rollout_ref.rollout, dataclass_type=RolloutConfig)
     assert rollout.name == workarounds.ROLLOUT_NAME
