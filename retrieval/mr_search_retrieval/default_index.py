@@ -53,4 +53,3 @@ def _same_encoder(index_dir: Path, encoder: EncoderConfig) -> bool:
     except ValueError:
         return False
     return True
-
