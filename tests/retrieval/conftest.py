@@ -10,6 +10,7 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -19,12 +20,14 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="session")
-def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """$MR_SEARCH_CACHE when set (the Makefile sets it: builds are reused across runs), else a temp dir."""
     env = os.environ.get("MR_SEARCH_CACHE")
     path = Path(env) if env else tmp_path_factory.mktemp("mr_search_cache")
     os.environ["MR_SEARCH_CACHE"] = str(path)
-    return path
+    yield path
+    if env is None:
+        os.environ.pop("MR_SEARCH_CACHE", None)
 
 
 @pytest.fixture(scope="session")
