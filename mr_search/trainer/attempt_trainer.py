@@ -23,7 +23,7 @@ from mr_search.advantage import ESTIMATOR_NAME, AdvantageConfig, per_attempt_adv
 from mr_search.advantage import register as register_estimator
 from mr_search.contract import COLUMNS
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
-from mr_search.trainer.metrics import attempt_statistics
+from mr_search.trainer.metrics import attempt_statistics, episode_statistics
 
 logger = logging.getLogger(__name__)
 
@@ -78,6 +78,7 @@ class MRSearchTrainer(PPOTrainerSync):
 
     def _compute_advantage(self, batch: Any, metrics: dict) -> Any:
         """Advantage step: verl's, with the per-attempt columns handed to the mr_search estimator."""
+        metrics.update(self._episode_metrics(batch))
         if self.config.algorithm.adv_estimator != ESTIMATOR_NAME:
             return super()._compute_advantage(batch, metrics)
         tq = self._tq()
@@ -133,6 +134,15 @@ class MRSearchTrainer(PPOTrainerSync):
         return tq.kv_batch_put(
             keys=batch.keys, partition_id=batch.partition_id, fields=TensorDict(output, batch_size=len(batch))
         )
+
+    def _episode_metrics(self, batch: Any) -> dict[str, float]:
+        """The agent loop's per-trajectory scalars, averaged over the step (any estimator, K = 1 included)."""
+        data = self._tq().kv_batch_get(
+            keys=batch.keys, partition_id=batch.partition_id, select_fields=["uid", "extra_fields"]
+        )
+        if "extra_fields" not in set(data.keys()):
+            return {}
+        return episode_statistics(data.get("extra_fields").tolist(), data.get("uid").tolist())
 
     def _attempt_advantages(self, data: DataProto, attempts: AttemptBatch, metrics: dict) -> torch.Tensor:
         """Calls the registered estimator with the attempt columns; logs per-attempt statistics."""

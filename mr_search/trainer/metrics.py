@@ -55,3 +55,23 @@ def attempt_statistics(
         metrics[f"{PREFIX}/token_adv_mean"] = float(tokens.mean())
         metrics[f"{PREFIX}/token_adv_abs_mean"] = float(tokens.abs().mean())
     return metrics
+
+
+def episode_statistics(extra_fields: list, uids: list[str]) -> dict[str, float]:
+    """Step means of the agent loop's per-trajectory scalars (``reward_extra_info``: EM/F1 and searches per
+    attempt, reflection gain, invalid turns, search failures, truncation), verl's padding rows left out.
+
+    verl's V1 trainer averages ``reward_extra_info`` only in validation; the trainer logs training steps here.
+    """
+    from mr_search.agent.output import aggregate_metrics
+
+    rows = [
+        {key: float(value) for key, value in fields.get("reward_extra_info", {}).items() if _is_number(value)}
+        for fields, uid in zip(extra_fields, uids, strict=True)
+        if isinstance(fields, dict) and not str(uid).startswith("pad")
+    ]
+    return aggregate_metrics([row for row in rows if row], prefix=f"{PREFIX}/")
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)

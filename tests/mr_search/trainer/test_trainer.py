@@ -193,3 +193,23 @@ def test_uids_arrive_as_an_object_array(fake_tq, batch: KVBatchMeta) -> None:
     assert list(seen["index"]) == ["B", "A", "pad0123abc", "B", "A", "B"]
     assert seen["attempt_ids"].shape == (6, 6)
     assert seen["config"] == AdvantageConfig()
+
+
+def test_agent_loop_scalars_are_logged_per_training_step(fake_tq, batch: KVBatchMeta) -> None:
+    per_trajectory = {
+        "a1": {"em_at_1": 0.0, "em_at_2": 1.0, "reflection_gain": 1.0, "search_failures": 2},
+        "a2": {"em_at_1": 0.0, "em_at_2": 0.0, "reflection_gain": 0.0, "search_failures": 0},
+        "b1": {"em_at_1": 1.0, "em_at_2": 1.0, "reflection_gain": 0.0, "search_failures": 0},
+        "b2": {"em_at_1": 0.0, "em_at_2": 0.0, "reflection_gain": 0.0, "search_failures": 0},
+        "b3": {"em_at_1": 1.0, "em_at_2": 0.0, "reflection_gain": -1.0, "search_failures": 0},
+    }
+    for name, scalars in per_trajectory.items():
+        fake_tq.rows[f"key-{name}"]["extra_fields"] = {"reward_extra_info": scalars, "min_global_steps": 0}
+    # verl's padding row copies the first sample's fields: it must not count twice.
+    fake_tq.rows["key-pad"]["extra_fields"] = {"reward_extra_info": per_trajectory["b1"]}
+    metrics: dict = {}
+    _trainer(fake_tq)._compute_advantage(batch, metrics)
+    assert metrics["mr_search/em_at_1"] == pytest.approx(2 / 5)
+    assert metrics["mr_search/em_at_2"] == pytest.approx(2 / 5)
+    assert metrics["mr_search/reflection_gain"] == pytest.approx(0.0)
+    assert metrics["mr_search/search_failures"] == pytest.approx(2 / 5)
