@@ -9,9 +9,10 @@
 #   DRY_RUN=1 bash scripts/compare_embedded.sh       # print the plan and exit
 #
 # Per seed: MR-Search trains STEPS steps; the baseline trains at the same batch for BASELINE_STEPS steps (default
-# 3 x STEPS: a K = 1 episode is about a third as long), the sampled tokens of both are measured from their logged
-# response lengths and the baseline resumes for more steps if it is short of the MR-Search budget; the baseline
-# checkpoint evaluated is the step whose cumulative sampled tokens are closest to the budget.
+# 4 x STEPS: a K = 1 episode is about a third as long, and a step costs seconds where a relaunch costs minutes), the
+# sampled tokens of both are measured from their logged response lengths and the baseline resumes for more steps if
+# it is more than TOKEN_TOLERANCE short of the MR-Search budget; every checkpoint is kept, and the baseline checkpoint
+# evaluated is the step whose cumulative sampled tokens are closest to the budget.
 # Every knob is an environment variable.
 set -euo pipefail
 
@@ -21,12 +22,13 @@ export MR_SEARCH_CACHE="${MR_SEARCH_CACHE:-$HOME/.cache/mr_search}"
 
 SEEDS="${SEEDS:-3}"                     # number of seeds; seeds SEED_BASE .. SEED_BASE + SEEDS - 1
 SEED_BASE="${SEED_BASE:-1}"
-STEPS="${STEPS:-6}"                     # MR-Search training steps (the budget)
+STEPS="${STEPS:-16}"                    # MR-Search training steps (the budget)
 ATTEMPTS="${ATTEMPTS:-3}"               # K of MR-Search in training (paper: 3)
-BASELINE_STEPS="${BASELINE_STEPS:-}"    # first try of the baseline's steps; empty: 3 x STEPS
+BASELINE_STEPS="${BASELINE_STEPS:-}"    # first try of the baseline's steps; empty: 4 x STEPS
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, both runs
 GROUP_SIZE="${GROUP_SIZE:-4}"           # trajectories per question, both runs
 K_EVAL="${K_EVAL:-6}"                   # evaluation attempts (greedy)
+TOKEN_TOLERANCE="${TOKEN_TOLERANCE:-0.05}"  # baseline tokens within this fraction of the budget: no more steps
 MAX_QUESTIONS="${MAX_QUESTIONS:-40}"    # first N held-out questions per data source (fixed before training)
 WORK_DIR="${WORK_DIR:-}"                # empty: runs/compare/<date>
 REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_embedded}"
@@ -45,9 +47,10 @@ whole TRAIN_BATCH_SIZE "$TRAIN_BATCH_SIZE"
 whole GROUP_SIZE "$GROUP_SIZE"
 whole K_EVAL "$K_EVAL"
 whole MAX_QUESTIONS "$MAX_QUESTIONS"
+[[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
 ((ATTEMPTS > 1)) || die "ATTEMPTS=$ATTEMPTS is not valid; MR-Search needs >= 2 attempts (the baseline is K = 1)"
-BASELINE_STEPS="${BASELINE_STEPS:-$((3 * STEPS))}"
+BASELINE_STEPS="${BASELINE_STEPS:-$((4 * STEPS))}"
 whole BASELINE_STEPS "$BASELINE_STEPS"
 [[ "$RETRIEVER_URL" =~ ^http://(127\.0\.0\.1|localhost):([0-9]+)/?$ ]] \
   || die "RETRIEVER_URL=$RETRIEVER_URL is not valid; use http://127.0.0.1:<port> (a local service, started if silent)"
@@ -109,7 +112,7 @@ $(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo), no GPU u
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
 import json, sys
 meta = {
-    "command": "SEEDS=$SEEDS STEPS=$STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
+    "command": "SEEDS=$SEEDS STEPS=$STEPS BASELINE_STEPS=$BASELINE_STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
     "machine": "$machine",
     "steps": $STEPS,
     "MR-Search": "K=$ATTEMPTS, mr_search loop + estimator (gamma 1, leave-one-out), batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE",
@@ -132,7 +135,7 @@ train() {  # train <run dir> <attempts> <steps> <seed>
     # A shared small machine holds one verl run at a time: wait for any other to finish.
     while pgrep -f "verl.trainer.main_ppo" >/dev/null; do sleep 10; done
   fi
-  RUN_DIR="$run" ATTEMPTS="$attempts" TOTAL_STEPS="$steps" MODEL_PATH="$WARM" TRAIN_FILE="$TRAIN_FILE" \
+  PRESET=embedded RUN_DIR="$run" ATTEMPTS="$attempts" TOTAL_STEPS="$steps" MODEL_PATH="$WARM" TRAIN_FILE="$TRAIN_FILE" \
     VAL_FILE="$TEST_FILE" TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" GROUP_SIZE="$GROUP_SIZE" SAVE_FREQ=1 TEST_FREQ=-1 \
     RETRIEVER_URL="$RETRIEVER_URL" START_RETRIEVER=0 PYTHON="$PYTHON" \
     bash "$ROOT/train_grpo_step.sh" "data.seed=$seed" "actor_rollout_ref.rollout.seed=$seed" \
@@ -142,7 +145,7 @@ train() {  # train <run dir> <attempts> <steps> <seed>
 
 match_budget() {  # match_budget <seed dir>: prints "<baseline steps needed> <baseline step to evaluate>"
   "$PYTHON" -m mr_search.compare budget --mr "$1/mr_search" --mr-rows "$ROWS" --baseline "$1/baseline" \
-    --baseline-rows "$ROWS" --out "$1/budget.json"
+    --baseline-rows "$ROWS" --out "$1/budget.json" --tolerance "$TOKEN_TOLERANCE"
 }
 
 evaluate() {  # evaluate <out dir> LABEL=PATH...

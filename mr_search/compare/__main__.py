@@ -62,6 +62,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     budget.add_argument("--mr-rows", type=_rows, required=True, help="rows per MR-Search step (batch x n)")
     budget.add_argument("--baseline-rows", type=_rows, required=True, help="rows per baseline step (batch x n)")
     budget.add_argument("--out", type=Path, required=True, help="budget.json to write")
+    budget.add_argument(
+        "--tolerance",
+        type=float,
+        default=0.05,
+        help="no more baseline steps when its tokens are within this fraction of the budget (default 0.05)",
+    )
     report = sub.add_parser("report", help="write the report of a work folder")
     report.add_argument("--work", type=Path, required=True, help="work folder of scripts/compare_embedded.sh")
     report.add_argument("--out", type=Path, required=True, help="report folder (history.jsonl is appended)")
@@ -82,7 +88,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 match.baseline_step,
                 match.ratio,
             )
-            print(match.baseline_steps_needed, match.baseline_step)
+            close_enough = match.ratio >= 1.0 - args.tolerance
+            print(match.baseline_steps_run if close_enough else match.baseline_steps_needed, match.baseline_step)
         else:
             print(write_report(args.work, args.out, args.mr_rows, args.baseline_rows, args.note))
     except (ValueError, FileNotFoundError) as err:

@@ -162,6 +162,8 @@ def render_report(
         "",
         "## EM against training step (sampled rollouts, temperature 1)",
         "",
+        "The baseline's steps are shown up to the evaluated checkpoint (equal sampled tokens).",
+        "",
         training_table(comparison),
         "",
         f"![EM vs step]({EM_VS_STEP})",

@@ -60,7 +60,10 @@ def build_comparison(work: Path, rows: Mapping[str, int]) -> dict[str, Any]:
                 "heldout": {m: {src: em_curve(results, m, src) for src in sources_of(results)} for m in (MR, BASELINE)},
                 "training": {
                     MR: _training_curve(read_steps(dirs.mr_run, rows[MR])),
-                    BASELINE: _training_curve(read_steps(dirs.baseline_run, rows[BASELINE])),
+                    # up to the evaluated checkpoint: the comparison is at equal sampled tokens
+                    BASELINE: _training_curve(
+                        [s for s in read_steps(dirs.baseline_run, rows[BASELINE]) if s.step <= match.baseline_step]
+                    ),
                 },
             }
         )

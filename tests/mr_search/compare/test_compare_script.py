@@ -22,7 +22,7 @@ def test_default_plan(tmp_path: Path) -> None:
     result = run(tmp_path, WORK_DIR=str(tmp_path / "w"))
     assert result.returncode == 0, result.stderr
     assert "seeds 1 2 3" in result.stdout
-    assert "MR-Search K=3 6 steps, baseline K=1 from 18 steps" in result.stdout
+    assert "MR-Search K=3 16 steps, baseline K=1 from 64 steps" in result.stdout
     assert "K_eval=6" in result.stdout
     assert not (tmp_path / "w").exists()  # a dry run writes nothing
 
@@ -42,6 +42,7 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
         ({"ATTEMPTS": "1"}, "MR-Search needs >= 2 attempts"),
         ({"K_EVAL": "-3"}, "K_EVAL=-3 is not valid"),
         ({"RETRIEVER_URL": "http://example.com:80"}, "use http://127.0.0.1:<port>"),
+        ({"TOKEN_TOLERANCE": "5%"}, "TOKEN_TOLERANCE=5% is not valid"),
     ],
 )
 def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:

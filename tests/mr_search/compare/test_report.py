@@ -51,6 +51,18 @@ def test_cli_budget_and_errors(work_folder: Path, tmp_path: Path, capsys: pytest
     args = ["budget", "--mr", str(seed / "mr_search"), "--baseline", str(seed / "baseline")]
     assert main([*args, "--mr-rows", "16", "--baseline-rows", "16", "--out", str(tmp_path / "b.json")]) == 0
     assert capsys.readouterr().out.split() == ["6", "6"]
+    # 3 of the 6 baseline steps: half the budget; more steps are needed unless the tolerance covers the gap
+    short = tmp_path / "short"
+    (short / "metrics").mkdir(parents=True)
+    lines = (seed / "baseline" / "metrics").glob("*.jsonl").__next__().read_text().splitlines()[:3]
+    (short / "metrics" / "a.jsonl").write_text("\n".join(lines) + "\n")
+    args = ["budget", "--mr", str(seed / "mr_search"), "--baseline", str(short), "--mr-rows", "16"]
+    args += ["--baseline-rows", "16", "--out", str(tmp_path / "c.json")]
+    assert main(args) == 0
+    assert capsys.readouterr().out.split() == ["6", "3"]
+    assert main([*args, "--tolerance", "0.6"]) == 0
+    assert capsys.readouterr().out.split() == ["3", "3"]
+    args = ["budget", "--mr", str(seed / "mr_search"), "--baseline", str(seed / "baseline")]
     assert (
         main(
             [
