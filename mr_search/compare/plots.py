@@ -28,14 +28,17 @@ def plot_em_vs_attempt(comparison: Mapping[str, Any], path: Path) -> Path:
     """Left: held-out EM (%) at attempts 1..K_eval, mean over seeds with std bars. Right: gain EM@k - EM@1."""
     plt = _pyplot()
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4))
-    for method in (WARM, MR, BASELINE):
+    top, spread = 10.0, 5.0
+    for offset, method in zip((-0.08, 0.0, 0.08), (WARM, MR, BASELINE), strict=True):
         if method not in comparison["heldout"]:
             continue
         stats = comparison["heldout"][method][AVERAGE]
         for ax, key in ((left, "em"), (right, "gain")):
             xs = list(range(1, len(stats[key]) + 1))
+            top = max(top, *(s["mean"] + s["std"] for s in stats["em"]))
+            spread = max(spread, *(abs(s["mean"]) + s["std"] for s in stats["gain"]))
             ax.errorbar(
-                xs,
+                [x + offset for x in xs],  # side by side: equal curves stay visible
                 [s["mean"] for s in stats[key]],
                 yerr=[s["std"] for s in stats[key]],
                 marker="o",
@@ -45,6 +48,8 @@ def plot_em_vs_attempt(comparison: Mapping[str, Any], path: Path) -> Path:
                 linestyle="--" if method == WARM else "-",
             )
             ax.set_xticks(xs)
+    left.set_ylim(0, top * 1.1)  # from 0: equal curves do not look like a change
+    right.set_ylim(-spread * 1.1, spread * 1.1)
     seeds = len(comparison["seeds"])
     left.set_title(f"held-out EM by attempt (greedy; mean ± std over {seeds} seed(s))")
     left.set_ylabel("EM (%)")
