@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
@@ -21,12 +21,14 @@ from mr_search_retrieval.batcher import MicroBatcher, QueueFullError
 from mr_search_retrieval.config import LimitsConfig, ServerConfig
 from mr_search_retrieval.corpus import CorpusStore
 from mr_search_retrieval.metrics import Metrics
-from mr_search_retrieval.retriever import Searcher, load_searcher
 from mr_search_retrieval.schemas import ErrorResponse, HealthResponse, RetrieveRequest, RetrieveResponse
+
+if TYPE_CHECKING:  # the retriever pulls in torch; HTTP front processes (--http-workers) never need it
+    from mr_search_retrieval.retriever import Searcher
 
 logger = logging.getLogger(__name__)
 
-Loader = Callable[[ServerConfig], tuple[Searcher, CorpusStore]]
+Loader = Callable[[ServerConfig], "tuple[Searcher, CorpusStore]"]
 
 
 class RequestError(ValueError):
@@ -38,6 +40,8 @@ class RequestError(ValueError):
 
 
 def default_loader(config: ServerConfig) -> tuple[Searcher, CorpusStore]:
+    from mr_search_retrieval.retriever import load_searcher
+
     corpus = CorpusStore(config.corpus)
     return load_searcher(config, corpus), corpus
 
@@ -109,7 +113,10 @@ def _render_result(corpus: CorpusStore, hits: list, return_scores: bool) -> byte
     lists = []
     for scores, ids in hits:
         # Approximate indexes pad with id -1 when they find fewer than k.
-        pairs = [(corpus.raw(i).rstrip(), s) for i, s in zip(ids.tolist(), scores.tolist(), strict=True) if i >= 0]
+        keep = ids >= 0
+        if not keep.all():
+            ids, scores = ids[keep], scores[keep]
+        pairs = list(zip([d.rstrip() for d in corpus.raw_many(ids)], scores.tolist(), strict=True))
         if return_scores:
             docs = [b'{"document":' + d + b',"score":' + _score(s) + b"}" for d, s in pairs]
         else:

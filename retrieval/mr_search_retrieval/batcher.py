@@ -8,14 +8,12 @@ grow with load by themselves and `max_wait_ms` only matters when the server is n
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import math
 import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
-from dataclasses import dataclass
 
 import numpy as np
 
@@ -35,15 +33,31 @@ class QueueFullError(RuntimeError):
         self.retry_after = retry_after
 
 
-@dataclass
+Hit = tuple[np.ndarray, np.ndarray]
+
+
+class _Request:
+    """One /retrieve call: one future for all its queries, resolved when the last of them is answered."""
+
+    __slots__ = ("future", "hits", "pending")
+
+    def __init__(self, future: asyncio.Future, n: int) -> None:
+        self.future = future
+        self.hits: list[Hit | None] = [None] * n
+        self.pending = n
+
+
 class _Item:
-    query: str
-    k: int
-    future: asyncio.Future
-    enqueued: float
+    __slots__ = ("enqueued", "k", "pos", "query", "request")
+
+    def __init__(self, query: str, k: int, request: _Request, pos: int, enqueued: float) -> None:
+        self.query, self.k, self.request, self.pos, self.enqueued = query, k, request, pos, enqueued
 
 
 class MicroBatcher:
+    """The worker sleeps on one future (`_waiter`) that `submit` resolves when the queue reaches `_wake_at`
+    items (1 while idle, max_batch_size while a partial batch waits for company): no Event, no task per batch."""
+
     def __init__(
         self,
         search_fn: SearchFn,
@@ -56,8 +70,8 @@ class MicroBatcher:
         self.executor = executor
         self.metrics = metrics
         self._items: deque[_Item] = deque()
-        self._has_items: asyncio.Event | None = None
-        self._full: asyncio.Event | None = None
+        self._waiter: asyncio.Future | None = None
+        self._wake_at = 1
         self._task: asyncio.Task | None = None
         self._stopping = False
         self._batch_seconds = 0.05  # running mean of one batch, for Retry-After
@@ -68,55 +82,88 @@ class MicroBatcher:
 
     def start(self) -> None:
         """Start the worker on the running event loop."""
-        self._has_items, self._full = asyncio.Event(), asyncio.Event()
         self._stopping = False
         self._task = asyncio.get_running_loop().create_task(self._run(), name="mr-search-batcher")
+
+    def _wake(self) -> None:
+        if self._waiter is not None and not self._waiter.done():
+            self._waiter.set_result(None)
+        self._waiter = None
 
     async def stop(self) -> None:
         """Finish every queued query, then end the worker."""
         self._stopping = True
-        if self._has_items is not None:
-            self._has_items.set()
+        self._wake()
         if self._task is not None:
             await self._task
             self._task = None
 
-    async def submit(self, queries: list[str], k: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    async def submit(self, queries: list[str], k: int) -> list[Hit]:
         """Scores and row ids (each (k',), best first) per query, in order."""
         if self._task is None or self._stopping:
             raise RuntimeError("the batcher is not running (server starting up or shutting down)")
-        if len(self._items) + len(queries) > self.config.queue_size:
-            batches_ahead = math.ceil(len(self._items) / self.config.max_batch_size) + 1
+        items = self._items
+        if len(items) + len(queries) > self.config.queue_size:
+            batches_ahead = math.ceil(len(items) / self.config.max_batch_size) + 1
             retry = max(1, math.ceil(batches_ahead * self._batch_seconds))
-            raise QueueFullError(len(self._items), self.config.queue_size, retry)
-        loop = asyncio.get_running_loop()
+            raise QueueFullError(len(items), self.config.queue_size, retry)
+        future = asyncio.get_running_loop().create_future()
+        request = _Request(future, len(queries))
         now = time.perf_counter()
-        futures = []
-        for q in queries:
-            fut = loop.create_future()
-            self._items.append(_Item(q, k, fut, now))
-            futures.append(fut)
-        self._has_items.set()
-        if len(self._items) >= self.config.max_batch_size:
-            self._full.set()
-        return list(await asyncio.gather(*futures))
+        for pos, q in enumerate(queries):
+            items.append(_Item(q, k, request, pos, now))
+        if self._waiter is not None and len(items) >= self._wake_at:
+            self._wake()
+        return await future
+
+    async def _sleep(self, wake_at: int, timeout: float | None) -> None:
+        loop = asyncio.get_running_loop()
+        self._wake_at = wake_at
+        self._waiter = waiter = loop.create_future()
+        timer = loop.call_later(timeout, self._wake) if timeout is not None else None
+        try:
+            await waiter
+        finally:
+            if timer is not None:
+                timer.cancel()
+            self._waiter = None
 
     async def _wait_for_batch(self) -> None:
         if len(self._items) >= self.config.max_batch_size or self._stopping:
             return
         remaining = self._items[0].enqueued + self.config.max_wait_ms / 1000 - time.perf_counter()
         if remaining > 0:
-            self._full.clear()
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._full.wait(), remaining)
+            await self._sleep(self.config.max_batch_size, remaining)
 
     def _take_batch(self) -> list[_Item]:
-        batch = []
-        while self._items and len(batch) < self.config.max_batch_size:
-            item = self._items.popleft()
-            if not item.future.done():  # a disconnected client's request was cancelled: skip its work
+        batch: list[_Item] = []
+        items, limit = self._items, self.config.max_batch_size
+        while items and len(batch) < limit:
+            item = items.popleft()
+            if not item.request.future.done():  # a disconnected client's request was cancelled: skip its work
                 batch.append(item)
         return batch
+
+    @staticmethod
+    def _fail(batch: list[_Item], err: BaseException) -> None:
+        for item in batch:
+            if not item.request.future.done():
+                item.request.future.set_exception(err)
+
+    @staticmethod
+    def _answer(batch: list[_Item], scores: np.ndarray, ids: np.ndarray) -> None:
+        for j, item in enumerate(batch):
+            request = item.request
+            if request.future.done():
+                continue
+            hit = (scores[j, : item.k], ids[j, : item.k])
+            if request.pending == 1 and item.pos == 0 and len(request.hits) == 1:
+                request.future.set_result([hit])
+                continue
+            request.hits[item.pos] = hit
+            request.pending -= 1
+            if request.pending == 0:
+                request.future.set_result(request.hits)
 
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
@@ -124,8 +171,7 @@ class MicroBatcher:
             if not self._items:
                 if self._stopping:
                     return
-                self._has_items.clear()
-                await self._has_items.wait()
+                await self._sleep(1, None)
                 continue
             await self._wait_for_batch()
             batch = self._take_batch()
@@ -137,14 +183,10 @@ class MicroBatcher:
                 scores, ids = await loop.run_in_executor(self.executor, self.search_fn, [i.query for i in batch], k)
             except Exception as err:  # one bad batch must not kill the worker: its requests get the error
                 logger.exception("search failed for a batch of %d queries", len(batch))
-                for item in batch:
-                    if not item.future.done():
-                        item.future.set_exception(err)
+                self._fail(batch, err)
                 continue
             elapsed = time.perf_counter() - start
             self._batch_seconds = 0.8 * self._batch_seconds + 0.2 * elapsed
             if self.metrics is not None:
                 self.metrics.observe_batch(len(batch), elapsed)
-            for j, item in enumerate(batch):
-                if not item.future.done():
-                    item.future.set_result((scores[j, : item.k], ids[j, : item.k]))
+            self._answer(batch, scores, ids)

@@ -98,6 +98,9 @@ class ServerConfig:
     check_encoder: bool = True
     host: str = "127.0.0.1"
     port: int = 8000
+    # 0: one process (HTTP, batcher and model share a GIL). N >= 1: one search-worker process owning encoder,
+    # index and GPU behind N HTTP front processes on the same port (multiproc.py); for GPU serving.
+    http_workers: int = 0
 
     def __post_init__(self) -> None:
         _check_choice("retriever", self.retriever, RETRIEVERS)
@@ -109,6 +112,10 @@ class ServerConfig:
             raise ValueError(
                 f"max_queries_per_request={self.limits.max_queries_per_request} exceeds queue_size="
                 f"{self.batcher.queue_size}: such a request could never be queued; raise queue_size or lower the limit"
+            )
+        if self.http_workers < 0:
+            raise ValueError(
+                f"http_workers must be >= 0 (0: one process; N: N HTTP fronts + a worker), got {self.http_workers}"
             )
         if not 0 < self.port < 65536:
             raise ValueError(f"port must be in 1..65535, got {self.port!r}")

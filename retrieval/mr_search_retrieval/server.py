@@ -39,6 +39,13 @@ def build_parser() -> argparse.ArgumentParser:
     g = p.add_argument_group("server")
     g.add_argument("--host", default="127.0.0.1", help="bind address (0.0.0.0 exposes the service to the network)")
     g.add_argument("--port", type=int, default=8000)
+    g.add_argument(
+        "--http-workers",
+        type=int,
+        default=0,
+        help="0: one process; N >= 1: N HTTP front processes (one port, SO_REUSEPORT) feeding one search-worker "
+        "process that owns encoder, index and GPU and merges their batches (for GPU serving: try 4)",
+    )
     g.add_argument("--torch-threads", type=int, default=0, help="intra-op CPU threads for the encoder (0: torch's)")
     g.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to finish in-flight requests")
     g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -70,6 +77,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         check_encoder=not args.no_check_encoder,
         host=args.host,
         port=args.port,
+        http_workers=args.http_workers,
     )
 
 
@@ -84,6 +92,11 @@ def main(argv: list[str] | None = None) -> None:
         import torch
 
         torch.set_num_threads(args.torch_threads)
+    if config.http_workers > 0:
+        from mr_search_retrieval.multiproc import FrontOptions, serve_multiprocess
+
+        options = FrontOptions(args.log_level, args.graceful_timeout, torch_threads=args.torch_threads)
+        sys.exit(serve_multiprocess(config, config.http_workers, options=options))
     import uvicorn
 
     from mr_search_retrieval.app import create_app

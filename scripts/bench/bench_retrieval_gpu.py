@@ -6,7 +6,9 @@ bare search throughput (TorchExactIndex.search_tensor at batch 256/1024), the ba
 aiohttp clients in separate processes: queries/s, p50/p99 latency per concurrency and max_batch_size,
 GPU memory and the CPU used by server and load generator. An HTTP-only run (a searcher that does no
 GPU work) gives the service's own ceiling; a proposed grouped top-k index (retrieval_grouped_topk.py)
-is measured on the same vectors. Random vectors and random encoder weights: speed, not quality.
+is measured on the same vectors. The multi-process mode (`--http-workers N`: one search-worker process
+owning encoder + index behind N HTTP front processes) is served last, at 32/256/1024 clients by default.
+Random vectors and random encoder weights: speed, not quality.
 
 Without a CUDA device it prints "skipped: no GPU" and exits 0, unless --device cpu (a tiny smoke run).
 """
@@ -100,6 +102,17 @@ def build_parser() -> argparse.ArgumentParser:
         help="extra rows: encoder + index in a spawned worker process (needs GPU memory for a second index)",
     )
     p.add_argument("--no-proposed", action="store_true", help="skip the proposed grouped top-k index")
+    p.add_argument(
+        "--http-workers",
+        type=_ints,
+        default=[4],
+        help="multi-process service rows: HTTP front processes per run (one search worker each; 0 skips)",
+    )
+    p.add_argument("--no-multiproc", action="store_true", help="skip the multi-process service rows")
+    p.add_argument(
+        "--multiproc-concurrency", type=_ints, default=[32, 256, 1024], help="clients for the multi-process rows"
+    )
+    p.add_argument("--multiproc-max-batch-size", type=int, default=128, help="max_batch_size of each front")
     p.add_argument("--max-wait-ms", type=float, default=2.0)
     p.add_argument("--topk", type=int, default=3)
     p.add_argument("--duration", type=float, default=10.0, help="measured seconds per load point")

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 from retrieval_gpu_fixtures import EncoderShape, corpus_path, ensure_encoder_dir, make_queries, word_list, write_corpus
+from retrieval_gpu_multiproc import RandomIndexLoader, serve_multiproc_points
 from retrieval_gpu_report import print_summary
 from retrieval_gpu_serving import NullSearcher, ServedApp, check_consistency, drive, service_app, trivial_app
 from retrieval_grouped_topk import GroupedTopkIndex
@@ -94,7 +95,8 @@ def measure_search(
     dev, out = args.device, {}
     home = index.shards[0]
     gen = torch.Generator(device=home.device).manual_seed(1)
-    for name, idx in (("service", index), ("proposed_grouped_topk", proposed)):
+    plain = TorchExactIndex(index.shards, chunk_rows=index.chunk_rows, group=1)  # the service's top-k before grouping
+    for name, idx in (("service", index), ("plain_topk", plain), ("proposed_grouped_topk", proposed)):
         if idx is None:
             continue
         rates = {}
@@ -303,6 +305,19 @@ def prepare_corpus(path: Path, args: argparse.Namespace) -> tuple[Path, dict[str
     return corpus, setup
 
 
+def _serve_multiproc_freed(
+    enc_dir: Path, dim: int, corpus: Path, args: argparse.Namespace, expected: tuple[list[str], np.ndarray]
+) -> list[dict[str, Any]]:
+    import gc
+
+    gc.collect()
+    if args.device == "cuda":
+        torch.cuda.empty_cache()
+        logger.info("GPU memory before the multi-process service: %s", gpu_memory(args.device))
+    loader = RandomIndexLoader(str(enc_dir), args.device, args.num_passages, dim)
+    return serve_multiproc_points(loader, corpus, args, expected)
+
+
 def run_all(args: argparse.Namespace) -> dict[str, Any]:
     from bench_retrieval_gpu import describe_machine
 
@@ -366,5 +381,10 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
         if r["searcher"] == "service" and r["queries_per_request"] == 1
     }
     res["gpu_memory"] = gpu_memory(dev)
+    if not args.no_multiproc and args.http_workers != [0]:
+        queries = make_queries(4, seed=3)
+        expected = (queries, searcher.search(queries, args.topk)[1])
+        del searcher, proposed, index, encoder  # the search worker builds the same index: free this one first
+        res["serving"] += _serve_multiproc_freed(enc_dir, shape.hidden, corpus, args, expected)
     print_summary(res)
     return res

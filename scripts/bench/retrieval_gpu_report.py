@@ -21,7 +21,8 @@ def print_summary(res: dict[str, Any]) -> None:
         f"{enc['wiki18_embed_minutes_at_best']:.0f} min",
         f"encoder queries/s: {_fmt(enc['queries_per_s_encode'])}",
     ]
-    for key in ("bare_search_qps_service", "bare_search_qps_proposed_grouped_topk", "pipeline_qps_encode_search"):
+    keys = ("bare_search_qps_service", "bare_search_qps_plain_topk", "bare_search_qps_proposed_grouped_topk")
+    for key in (*keys, "pipeline_qps_encode_search"):
         if key in s:
             lines.append(f"{key}: {_fmt(s[key])}")
     lines.append(
@@ -55,6 +56,14 @@ def print_summary(res: dict[str, Any]) -> None:
             lines += [f"    {share:6.1%} {name}" for name, share in lp["own"][:12]]
             lines.append("  inclusive:")
             lines += [f"    {share:6.1%} {name}" for name, share in lp["inclusive"][:30]]
+    for r in res["serving"]:
+        if r["concurrency"] == 256 and r["queries_per_request"] == 1 and r["searcher"] != "http_only_trivial_fastapi":
+            met = r["queries_per_s"] >= 5000 and (r["p99_ms"] or float("inf")) < 100
+            lines.append(
+                f"issue-7 goal (>= 5,000 q/s, p99 < 100 ms at 256 clients) on {m['card']}: {r['searcher']} "
+                f"mbs {r['max_batch_size']}: {r['queries_per_s']:,.0f} q/s, p99 {r['p99_ms'] or nan:.0f} ms -> "
+                + ("MET" if met else "not met")
+            )
     hp = res["hot_path"]
     lines.append(
         f"app hot path per single-query request: parse_request {hp['parse_request_us']:.0f} us, _render_result "

@@ -262,10 +262,11 @@ def drive(
     time.sleep(max(0.0, start_at + warmup - time.time()))
     if sampler is not None:
         sampler.start()
-    cpu0, loop0, (n0, tot0, sec0) = _cpu_seconds(), _thread_cpu(served.loop_thread_id), served.batch_stats()
+    server_cpu = getattr(served, "cpu_seconds", _cpu_seconds)  # a multi-process service counts its processes
+    cpu0, loop0, (n0, tot0, sec0) = server_cpu(), _thread_cpu(served.loop_thread_id), served.batch_stats()
     model0 = _thread_cpu(model_tid)
     time.sleep(duration)
-    cpu1, loop1, (n1, tot1, sec1) = _cpu_seconds(), _thread_cpu(served.loop_thread_id), served.batch_stats()
+    cpu1, loop1, (n1, tot1, sec1) = server_cpu(), _thread_cpu(served.loop_thread_id), served.batch_stats()
     model1 = _thread_cpu(model_tid)
     loop_profile = sampler.stop() if sampler is not None else None
     reports = []

@@ -17,7 +17,8 @@ TINY = shlex.split(
     "--device cpu --num-passages 20000 --duration 2 --warmup 0.5 --client-procs 2 "
     "--encoder-layers 2 --encoder-hidden 64 --encoder-heads 2 --encoder-intermediate 128 "
     "--encode-batches 16 --encode-tokens 64 --search-batches 16,64 --concurrency 8 --max-batch-sizes 16 "
-    "--proposed-concurrency 8 --batched 2x4 --switch-interval-ms 1 --chunk-rows 4096 --profile-loop --what-if"
+    "--proposed-concurrency 8 --batched 2x4 --switch-interval-ms 1 --chunk-rows 4096 --profile-loop --what-if "
+    "--http-workers 2 --multiproc-concurrency 8"
 )
 
 
@@ -40,6 +41,7 @@ def test_tiny_cpu_run_serves_real_documents_and_reports_every_figure(tmp_path: P
     assert min(res["encoder"]["passages_per_s_forward"].values()) > 0
     assert res["encoder"]["wiki18_embed_minutes_at_best"] > 0
     assert set(res["search"]["bare_search_qps_service"]) == {"16", "64"}
+    assert set(res["search"]["bare_search_qps_plain_topk"]) == {"16", "64"}
     # the proposed grouped top-k finds exactly what the service's index finds
     assert res["search"]["proposed_matches_service"] == {"max_score_diff": 0.0, "same_ids_fraction": 1.0}
     rows = {r["searcher"]: r for r in res["serving"]}
@@ -53,6 +55,7 @@ def test_tiny_cpu_run_serves_real_documents_and_reports_every_figure(tmp_path: P
         "service_profiled",
         "http_only_null_searcher_spans_in_ram",
         "service_spans_in_ram",
+        "multiproc_2_fronts",  # the service's --http-workers mode: one search worker + 2 HTTP fronts
     }
     profile = rows["service_profiled"]["loop_profile"]
     assert profile["samples"] > 0 and any("retrieve" in name for name, _ in profile["inclusive"])
@@ -70,6 +73,7 @@ def test_tiny_cpu_run_serves_real_documents_and_reports_every_figure(tmp_path: P
         assert 0 < r["p50_ms"] <= r["p99_ms"]
         assert r["loadgen_cpu_cores"] > 0 and r["server_cpu_cores"] > 0
     assert "searcher" in proc.stdout and "q/s" in proc.stdout  # the summary table is printed
+    assert "multiproc_2_fronts" in proc.stdout
 
 
 def test_without_a_gpu_it_says_skipped_and_exits_zero(tmp_path: Path) -> None:

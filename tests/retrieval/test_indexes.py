@@ -40,6 +40,25 @@ def test_torch_exact_chunked_and_sharded_matches_brute_force(chunk_rows: int) ->
     assert (np.diff(scores, axis=1) <= 0).all(), "best first"
 
 
+@pytest.mark.parametrize(("chunk_rows", "group"), [(96, 8), (96, 1), (1000, 4), (64, 64)])
+def test_torch_exact_grouped_topk_matches_brute_force_including_ties(chunk_rows: int, group: int) -> None:
+    rng = np.random.default_rng(1)
+    base = _unit_rows(rng, 150, 16)
+    # Every row appears twice (ties between groups and inside one), plus a ragged tail chunk.
+    matrix = np.concatenate([base, base[::-1], base[:37]])
+    queries = _unit_rows(rng, 25, 16)
+    shards = [torch.from_numpy(matrix[:192]), torch.from_numpy(matrix[192:])]
+    index = TorchExactIndex(shards, chunk_rows=chunk_rows, group=group)
+    scores, ids = index.search(queries, 7)
+    full = queries @ matrix.T
+    expected = np.take_along_axis(full, _brute_force(matrix, queries, 7), 1)
+    np.testing.assert_allclose(scores, expected, rtol=1e-5, atol=1e-6)  # the k best scores, best first
+    np.testing.assert_allclose(np.take_along_axis(full, ids, 1), scores, rtol=1e-5, atol=1e-6)  # ids carry them
+    assert all(len(set(row)) == 7 for row in ids.tolist()), "no row returned twice"
+    with pytest.raises(ValueError, match="group must be >= 1"):
+        TorchExactIndex(shards, group=0)
+
+
 def test_torch_exact_from_random_and_from_file(tmp_path: Path) -> None:
     index = TorchExactIndex.from_random(3000, 16, device="cpu", seed=1)
     assert (index.ntotal, index.dim) == (3000, 16)
