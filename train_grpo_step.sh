@@ -238,7 +238,8 @@ if steps:
         cells.append(f"{d.get('timing_s/step', nan):.1f}")
         lines.append("| " + " | ".join(cells) + " |")
     table = "\n".join(lines)
-    note = "EM@k: mean exact match of attempt k over the step's trajectories; gain: EM@K - EM@1."
+    note = ("EM@k: mean reward of attempt k over the step's trajectories (exact match with the paper's reward "
+            "settings: metric em, format_score 0); gain: EM@K - EM@1, the reflection gain.")
     (run / "summary.md").write_text(f"# {run.name}\n\n{note}\n\n{table}\n")
     print(table)
 PY
