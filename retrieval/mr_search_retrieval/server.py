@@ -44,7 +44,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=int,
         default=0,
         help="0: one process; N >= 1: N HTTP front processes (one port, SO_REUSEPORT) feeding one search-worker "
-        "process that owns encoder, index and GPU and merges their batches (for GPU serving: try 4)",
+        "process that owns encoder, index and GPU and merges their batches (for GPU serving: try 4); "
+        "/metrics and /health then describe the front that answered",
     )
     g.add_argument("--torch-threads", type=int, default=0, help="intra-op CPU threads for the encoder (0: torch's)")
     g.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to finish in-flight requests")

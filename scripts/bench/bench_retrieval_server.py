@@ -192,9 +192,16 @@ def _measure(
 
 
 def _process_cpu(pid: int) -> float:
-    """user + system CPU seconds of a running process, all threads (Linux /proc)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    """user + system CPU seconds of a running process and its child processes (--http-workers), Linux /proc."""
+    total = 0.0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if stat.parent.name == str(pid) or int(fields[1]) == pid:
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    return total
 
 
 def _children_cpu() -> float:
@@ -263,6 +270,7 @@ def main() -> None:
     # torch's default (0), as Search-R1's server does; bare is measured with both and the best counts.
     p.add_argument("--torch-threads", type=int, default=1)
     p.add_argument("--baseline-torch-threads", type=int, default=0)
+    p.add_argument("--http-workers", type=int, default=0, help="ours: 0 one process; N HTTP fronts + a search worker")
     p.add_argument("--loadgen", default=None, help=argparse.SUPPRESS)
     p.add_argument("--serve-baseline", nargs=3, metavar=("INDEX_DIR", "CORPUS", "PORT"), help=argparse.SUPPRESS)
     p.add_argument("--questions", default=None, help=argparse.SUPPRESS)
@@ -290,6 +298,7 @@ def main() -> None:
         f"corpus {corpus} ({sum(1 for _ in corpus.open())} passages), FAISS Flat, all-MiniLM-L6-v2, "
         f"{os.cpu_count()} CPU cores, {args.clients} clients x single-query requests, {args.duration:.0f}s each, "
         f"torch threads: ours {threads}, baseline {args.baseline_torch_threads or 'default'}, "
+        f"ours --http-workers {args.http_workers}, "
         f"load average at the start {os.getloadavg()}"
     )
     bare_before = _bare_best(index_dir, questions, args.torch_threads)
@@ -307,7 +316,7 @@ def main() -> None:
     ours_cmd = [sys.executable, "-m", "mr_search_retrieval.server", "--index-dir", str(index_dir)]
     ours_cmd += ["--corpus", str(corpus), "--port", str(port), "--device", "cpu", "--index-device", "cpu"]
     ours_cmd += ["--log-level", "warning", "--torch-threads", threads, "--max-batch-size", str(args.max_batch_size)]
-    ours_cmd += ["--max-wait-ms", str(args.max_wait_ms)]
+    ours_cmd += ["--max-wait-ms", str(args.max_wait_ms), "--http-workers", str(args.http_workers)]
     ours = _measure(
         ours_cmd,
         f"http://127.0.0.1:{port}/health",
