@@ -82,6 +82,9 @@ esac
 if [[ -n "$ATTEMPTS" ]] && ! [[ "$ATTEMPTS" =~ ^[1-9][0-9]*$ ]]; then
   die "ATTEMPTS=$ATTEMPTS is not valid; use a whole number >= 1 (1 = the Search-R1 baseline)"
 fi
+if ! [[ "$NNODES" =~ ^[1-9][0-9]*$ ]]; then
+  die "NNODES=$NNODES is not valid; use a whole number >= 1 (> 1 joins the Ray cluster started with ray start)"
+fi
 if [[ -z "$ADV_ESTIMATOR" ]]; then
   # K = 1 is plain Search-R1: verl's GRPO on single attempts (the attempt-level estimator equals it there).
   if [[ "$ATTEMPTS" == 1 ]]; then ADV_ESTIMATOR=grpo; else ADV_ESTIMATOR=mr_search; fi

@@ -67,6 +67,8 @@ def test_paper_preset_knobs_and_overrides_last(run_script, tmp_path):
         ({"ROLLOUT_ENGINE": "trt"}, "use sglang, vllm or cpu"),
         ({"ATTEMPTS": "two"}, "ATTEMPTS=two is not valid"),
         ({"PRESET": "huge"}, "use auto, embedded or paper"),
+        ({"NNODES": "two"}, "NNODES=two is not valid"),
+        ({"NNODES": "0"}, "NNODES=0 is not valid"),
     ],
 )
 def test_bad_knobs_fail_with_the_valid_choices(run_script, tmp_path, knobs, message):
