@@ -11,7 +11,9 @@ export MR_SEARCH_CACHE ?= $(CURDIR)/.cache
 
 .PHONY: setup quickstart test serve bench eval compare lint clean
 
+# Installs the environment, then builds the embedded default's cached assets (seconds once built).
 setup: $(STAMP)
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/prepare_embedded.sh
 
 # Re-installs only when pyproject.toml changes. torch==2.13.0 first: on the project's CPU
 # machines that exact version lies on local disk (an unpinned `torch` would pull a CUDA build).
