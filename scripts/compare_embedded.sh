@@ -27,6 +27,7 @@ ATTEMPTS="${ATTEMPTS:-3}"               # K of MR-Search in training (paper: 3)
 BASELINE_STEPS="${BASELINE_STEPS:-}"    # first try of the baseline's steps; empty: 4 x STEPS
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, both runs
 GROUP_SIZE="${GROUP_SIZE:-4}"           # trajectories per question, both runs
+LR="${LR:-}"                            # actor learning rate, both runs; empty: the embedded config's (1e-5)
 K_EVAL="${K_EVAL:-6}"                   # evaluation attempts (greedy)
 TOKEN_TOLERANCE="${TOKEN_TOLERANCE:-0.05}"  # baseline tokens within this fraction of the budget: no more steps
 MAX_QUESTIONS="${MAX_QUESTIONS:-40}"    # first N held-out questions per data source (fixed before training)
@@ -112,11 +113,12 @@ $(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo), no GPU u
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
 import json, sys
 meta = {
-    "command": "SEEDS=$SEEDS STEPS=$STEPS BASELINE_STEPS=$BASELINE_STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
+    "command": "${LR:+LR=$LR }SEEDS=$SEEDS STEPS=$STEPS BASELINE_STEPS=$BASELINE_STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
     "machine": "$machine",
     "steps": $STEPS,
     "MR-Search": "K=$ATTEMPTS, mr_search loop + estimator (gamma 1, leave-one-out), batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE",
     "baseline": "K=1, verl grpo estimator, batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, more steps to match tokens",
+    "learning rate": "${LR:-1e-5 (configs/mr_search_embedded.yaml)}",
     "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE",
     "warm start": "$WARM",
     "work": "$WORK_DIR",
@@ -135,7 +137,7 @@ train() {  # train <run dir> <attempts> <steps> <seed>
     # A shared small machine holds one verl run at a time: wait for any other to finish.
     while pgrep -f "verl.trainer.main_ppo" >/dev/null; do sleep 10; done
   fi
-  PRESET=embedded RUN_DIR="$run" ATTEMPTS="$attempts" TOTAL_STEPS="$steps" MODEL_PATH="$WARM" TRAIN_FILE="$TRAIN_FILE" \
+  LR="$LR" PRESET=embedded RUN_DIR="$run" ATTEMPTS="$attempts" TOTAL_STEPS="$steps" MODEL_PATH="$WARM" TRAIN_FILE="$TRAIN_FILE" \
     VAL_FILE="$TEST_FILE" TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" GROUP_SIZE="$GROUP_SIZE" SAVE_FREQ=1 TEST_FREQ=-1 \
     RETRIEVER_URL="$RETRIEVER_URL" START_RETRIEVER=0 PYTHON="$PYTHON" \
     bash "$ROOT/train_grpo_step.sh" "data.seed=$seed" "actor_rollout_ref.rollout.seed=$seed" \

@@ -86,11 +86,24 @@ def history_entry(comparison: Mapping[str, Any], when: str) -> dict[str, Any]:
 
 
 def append_history(out_dir: Path, entry: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Appends ``entry`` to ``out_dir/history.jsonl``; returns every entry, oldest first."""
+    """Appends ``entry`` to ``out_dir/history.jsonl``; returns every entry, oldest first.
+
+    Re-rendering the same result (the last entry has the same work folder and seeds) replaces that last line
+    instead of adding a duplicate; every earlier line is kept as written.
+    """
     path = Path(out_dir) / HISTORY
     path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("a", encoding="utf-8") as handle:
-        handle.write(json.dumps(dict(entry), sort_keys=True) + "\n")
+    entries = read_history(out_dir)
+    same = bool(entries) and all(entries[-1].get(k) == entry.get(k) for k in ("work", "seeds", "unfinished_seeds"))
+    if same and entry.get("work") is not None:
+        lines = path.read_text(encoding="utf-8").splitlines()
+        while lines and not lines[-1].strip():
+            lines.pop()
+        lines[-1] = json.dumps(dict(entry), sort_keys=True)
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    else:
+        with path.open("a", encoding="utf-8") as handle:
+            handle.write(json.dumps(dict(entry), sort_keys=True) + "\n")
     return read_history(out_dir)
 
 

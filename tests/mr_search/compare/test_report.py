@@ -44,6 +44,13 @@ def test_report_folder_and_history_kept(work_folder: Path, tmp_path: Path) -> No
     history = [line for line in text.splitlines() if line.endswith("| first |") or line.endswith("| second |")]
     assert len(history) == 2  # the earlier result is kept
     assert len((out / "history.jsonl").read_text().splitlines()) == 2
+    # the same work folder rendered again replaces its own last line, the earlier one stays
+    meta = json.loads((work_folder / "meta.json").read_text())
+    (work_folder / "meta.json").write_text(json.dumps({**meta, "work": str(work_folder)}))
+    write_report(work_folder, out, 16, 16, note="third")
+    write_report(work_folder, out, 16, 16, note="third, re-rendered")
+    notes = [json.loads(line)["note"] for line in (out / "history.jsonl").read_text().splitlines()]
+    assert notes == ["first", "second", "third, re-rendered"]
 
 
 def test_cli_budget_and_errors(work_folder: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
