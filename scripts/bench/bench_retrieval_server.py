@@ -268,7 +268,7 @@ def main() -> None:
     p.add_argument("--max-wait-ms", type=float, default=2.0)
     # Ours: one intra-op thread leaves the second core to HTTP and the load generator. The baseline keeps
     # torch's default (0), as Search-R1's server does; bare is measured with both and the best counts.
-    p.add_argument("--torch-threads", type=int, default=1)
+    p.add_argument("--torch-threads", type=int, default=0, help="ours: 0 = torch's default, as the server runs")
     p.add_argument("--baseline-torch-threads", type=int, default=0)
     p.add_argument("--http-workers", type=int, default=0, help="ours: 0 one process; N HTTP fronts + a search worker")
     p.add_argument("--loadgen", default=None, help=argparse.SUPPRESS)
