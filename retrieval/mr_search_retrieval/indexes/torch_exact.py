@@ -10,6 +10,11 @@ always lie in the k groups with the highest maxima (a group holding the k-th bes
 at least that high, and only k-1 rows beat it). `torch.topk` over 1M-wide rows is ~70% of search
 time; grouping took 4,800 -> 6,200 q/s at batch 256 on an H200 (issue 7 findings). Among rows with
 equal scores, which ones are returned may differ from a plain `topk`; the scores are the same.
+
+On a GPU with Triton the default method is the exact two-stage search of `block_max.py` instead: a
+fused kernel writes only per-block score maxima (never the batch x rows score matrix), then the rows
+of the best blocks are re-scored exactly. `method="grouped"` forces the chunked path above; 'auto'
+picks two-stage where the kernel can run and the grouped path elsewhere (CPU, no Triton).
 """
 
 from __future__ import annotations
@@ -21,6 +26,8 @@ from pathlib import Path
 
 import numpy as np
 import torch
+
+from mr_search_retrieval.indexes.block_max import DEFAULT_BLOCK, resolve_method, triton_ready, two_stage_topk
 
 logger = logging.getLogger(__name__)
 
@@ -54,7 +61,12 @@ class TorchExactIndex:
     """Exact top-k by inner product over row vectors held as `shards` (contiguous row ranges, one per device)."""
 
     def __init__(
-        self, shards: Sequence[torch.Tensor], chunk_rows: int = DEFAULT_CHUNK_ROWS, group: int = DEFAULT_GROUP
+        self,
+        shards: Sequence[torch.Tensor],
+        chunk_rows: int = DEFAULT_CHUNK_ROWS,
+        group: int = DEFAULT_GROUP,
+        method: str = "auto",
+        block: int = DEFAULT_BLOCK,
     ) -> None:
         if not shards:
             raise ValueError("TorchExactIndex needs at least one shard")
@@ -65,13 +77,19 @@ class TorchExactIndex:
             raise ValueError(f"chunk_rows must be > 0, got {chunk_rows}")
         if group < 1:
             raise ValueError(f"group must be >= 1 (1 = plain top-k), got {group}")
+        if block < 16 or block & (block - 1):
+            raise ValueError(f"block (rows per two-stage block) must be a power of two >= 16, got {block}")
         self.group = int(group)
+        self.block = int(block)
         self.shards = list(shards)
+        self.method = resolve_method(method, self.shards[0].device)
+        self._kernel = [triton_ready(s.device) for s in self.shards]
         self.dim = dims.pop()
         self.chunk_rows = int(chunk_rows)
         sizes = [int(s.shape[0]) for s in self.shards]
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.ntotal = int(self.offsets[-1])
+        logger.info("torch exact index: %d rows, method %s, Triton kernel %s", self.ntotal, self.method, self._kernel)
 
     @classmethod
     def from_numpy(
@@ -147,8 +165,12 @@ class TorchExactIndex:
         v, pos = torch.topk(cand, k, dim=1)
         return v, torch.gather(best_groups, 1, pos // g) * g + pos % g
 
-    def _search_shard(self, shard: torch.Tensor, q: torch.Tensor, k: int, offset: int) -> tuple[torch.Tensor, ...]:
+    def _search_shard(self, n: int, q: torch.Tensor, k: int) -> tuple[torch.Tensor, ...]:
+        shard, offset = self.shards[n], int(self.offsets[n])
         q = q.to(shard.device, shard.dtype, non_blocking=True)
+        if self.method == "two_stage":
+            v, i = two_stage_topk(q, shard, k, self.block, chunk_rows=self.chunk_rows, use_kernel=self._kernel[n])
+            return v, i + offset
         vals, idxs = [], []
         for start in range(0, shard.shape[0], self.chunk_rows):
             block = shard[start : start + self.chunk_rows]
@@ -166,7 +188,7 @@ class TorchExactIndex:
         """Like `search` but stays in torch: float32 scores and int64 row ids on the first shard's device."""
         k = min(int(k), self.ntotal)
         # Queue every shard's work before collecting any: GPUs run their shards concurrently.
-        parts = [self._search_shard(s, queries, k, int(off)) for s, off in zip(self.shards, self.offsets, strict=False)]
+        parts = [self._search_shard(n, queries, k) for n in range(len(self.shards))]
         home = self.shards[0].device
         v = torch.cat([p[0].to(home).float() for p in parts], dim=1)
         i = torch.cat([p[1].to(home) for p in parts], dim=1)
