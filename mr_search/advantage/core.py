@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Literal
 
 import numpy as np
@@ -223,11 +225,44 @@ def spread_to_tokens(advantages: torch.Tensor, attempt_ids: torch.Tensor, respon
     # Column 0 stands for padding (id -1 -> index 0), so a single gather needs no branch.
     table = torch.cat([advantages.new_zeros(num_rows, 1), advantages], dim=1)
     out = _output_buffer((num_rows, width), advantages.dtype, advantages.device)
+    if out.device.type != "cpu":
+        _spread_rows(out, table, attempt_ids, response_mask, 0, num_rows, max(num_rows, 1), num_attempts)
+        return out
     # On CPU, blocks of rows keep the int64 index temporary small (in cache, reused heap memory instead of a fresh
-    # page-faulted allocation). One block on accelerators.
-    block = max(1, _BLOCK_ELEMENTS // max(width, 1)) if out.device.type == "cpu" else max(num_rows, 1)
-    for start in range(0, num_rows, block):
-        rows = slice(start, start + block)
+    # page-faulted allocation), and contiguous ranges of blocks go to torch's intra-op thread count of workers:
+    # each block is below torch's grain size, so no op inside a worker waits on a thread barrier.
+    block = max(1, _BLOCK_ELEMENTS // max(width, 1))
+    num_blocks = -(-num_rows // block)
+    workers = min(torch.get_num_threads(), num_blocks)
+    if workers <= 1:
+        _spread_rows(out, table, attempt_ids, response_mask, 0, num_rows, block, num_attempts)
+        return out
+    rows_per_worker = -(-num_blocks // workers) * block
+    bounds = [(w * rows_per_worker, min(num_rows, (w + 1) * rows_per_worker)) for w in range(workers)]
+    futures = [
+        _pool(workers).submit(_spread_rows, out, table, attempt_ids, response_mask, lo, hi, block, num_attempts)
+        for lo, hi in bounds[1:]
+        if lo < hi
+    ]
+    _spread_rows(out, table, attempt_ids, response_mask, *bounds[0], block, num_attempts)
+    for future in futures:
+        future.result()
+    return out
+
+
+def _spread_rows(
+    out: torch.Tensor,
+    table: torch.Tensor,
+    attempt_ids: torch.Tensor,
+    response_mask: torch.Tensor,
+    first: int,
+    last: int,
+    block: int,
+    num_attempts: int,
+) -> None:
+    """Fills ``out[first:last]`` block by block: ``table[b, attempt_ids[b, t] + 1] * response_mask[b, t]``."""
+    for start in range(first, last, block):
+        rows = slice(start, min(start + block, last))
         index = attempt_ids[rows].to(device=out.device, dtype=torch.int64) + 1
         block_out = out[rows]
         try:
@@ -235,4 +270,9 @@ def spread_to_tokens(advantages: torch.Tensor, attempt_ids: torch.Tensor, respon
         except (RuntimeError, IndexError) as error:
             raise ValueError(f"attempt ids must lie in 0..{num_attempts - 1}, or be -1 on padding: {error}") from error
         block_out.mul_(response_mask[rows].to(out.device))  # as verl's estimators: advantage * mask
-    return out
+
+
+@functools.cache
+def _pool(workers: int) -> ThreadPoolExecutor:
+    """A process-wide pool for spread_to_tokens' row ranges (torch ops release the GIL)."""
+    return ThreadPoolExecutor(max_workers=workers - 1, thread_name_prefix="mr-search-spread")

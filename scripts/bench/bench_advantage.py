@@ -1,14 +1,20 @@
 """Benchmark: the vectorized attempt-level advantage against a loop reference in the original code's style.
 
-The reference follows the original MR-Search ``grpo_prm_step`` estimator: it scans every row's token positions to
-find where each attempt starts and ends, reads each attempt's reward from the token that ends it, groups rows in
-Python dicts by uid, computes the leave-one-out baseline per group and attempt, the discounted sum per row, and
-writes each attempt's value over its token span. The vectorized path is ``attempt_advantages`` followed by
-``spread_to_tokens`` on the per-attempt columns the rollout writes (``mr_search.contract``).
+The reference is the original MR-Search ``grpo_prm_step`` estimator's computation (its patched verl's
+``core_algos.py``, with the run script's defaults alpha = 0, beta = 1), re-written here operation for operation
+without its debug printing: rows grouped in a dict keyed by uid; per attempt index, full ``[B, T]`` token masks,
+the attempt's reward summed over its tokens, the leave-one-out baseline computed group by group in Python, the
+result broadcast back over the tokens; then the per-attempt values read back from the tokens, discounted over
+later attempts and gathered onto the tokens again. MEASURED.md timed the original at ~2.6 s per call at the
+default shape on this kind of machine; this script prints the reference's own time next to it. The vectorized path
+is ``attempt_advantages`` followed by ``spread_to_tokens`` on the per-attempt columns the rollout writes
+(``mr_search.contract``). Outputs must agree to float32 rounding (the reference averages each attempt's value
+over its tokens and back, which rounds differently from the exact per-attempt value).
 
 Usage: python scripts/bench/bench_advantage.py [--rows 2560 --tokens 4096 --attempts 3 --group-size 5]
-Prints both times and the speed-up (like for like: one thread each); exits non-zero if the outputs differ or
-the speed-up is below --goal.
+Prints both times and the speed-up (like for like: both at torch's default thread count, which the reference's
+[B, T] tensor ops use too; the vectorized path on one thread is printed as well); exits non-zero if the outputs
+differ or the speed-up is below --goal.
 """
 
 from __future__ import annotations
@@ -17,7 +23,6 @@ import argparse
 import statistics
 import sys
 import time
-from collections import defaultdict
 
 import numpy as np
 import torch
@@ -66,68 +71,81 @@ def token_rewards_of(batch: dict) -> torch.Tensor:
     return token_rewards
 
 
+def _loo_per_group(values: torch.Tensor, present: torch.Tensor, group_rows: dict[str, np.ndarray]) -> torch.Tensor:
+    """The original's leave-one-out centring: one pass of small torch ops per group (row lists in a dict)."""
+    out = torch.zeros_like(values)
+    for rows_np in group_rows.values():
+        rows = torch.as_tensor(rows_np, dtype=torch.long)
+        keep = present[rows].to(torch.bool)
+        if not bool(keep.any()):
+            continue
+        members = rows[keep]
+        x = values[members]
+        n = x.numel()
+        if n == 1:
+            out[members] = x.new_zeros((1,))
+            continue
+        others_mean = (x.sum() - x) / (n - 1)
+        out[members] = x - others_mean
+    return out
+
+
 def reference_grpo_prm_step(
     token_level_rewards: torch.Tensor,
-    attempt_ids: torch.Tensor,
+    step_ids: torch.Tensor,
     response_mask: torch.Tensor,
     index: np.ndarray,
     gamma: float = 1.0,
 ) -> torch.Tensor:
-    """Loops over token positions, attempts and groups, in the style of the original per-step estimator."""
-    bsz, length = token_level_rewards.shape
+    """The original ``grpo_prm_step`` estimator's computation (its default alpha = 0, beta = 1: step rewards only).
 
-    # 1. attempt boundaries: scan each row's token positions for the last token of every attempt
-    ids_rows = attempt_ids.tolist()
-    spans: list[dict[int, tuple[int, int]]] = []
-    for i in range(bsz):
-        row_ids, row_spans = ids_rows[i], {}
-        previous, start = -1, 0
-        for t in range(length):
-            current = row_ids[t]
-            if current != previous:
-                if previous >= 0:
-                    row_spans[previous] = (start, t)
-                start, previous = t, current
-        if previous >= 0:
-            row_spans[previous] = (start, length)
-        spans.append(row_spans)
-    max_steps = max((max(row) + 1 for row in spans if row), default=0)
+    Same inputs and the same sequence of operations as the original, without its debug printing: rows grouped in a
+    dict keyed by ``str(uid)``; per attempt index, that attempt's reward summed from a full ``[B, T]`` token mask,
+    the leave-one-out baseline computed group by group, and the result broadcast back through the mask; then the
+    per-attempt values are read back from the tokens (a masked mean per attempt), discounted over later attempts
+    and gathered onto the tokens again.
+    """
+    bsz, length = response_mask.shape
+    dtype = token_level_rewards.dtype
+    group_rows: dict[str, list[int] | np.ndarray] = {}
+    for i, uid in enumerate(index.tolist()):
+        group_rows.setdefault(str(uid), []).append(i)
+    group_rows = {uid: np.asarray(rows, dtype=np.int64) for uid, rows in group_rows.items()}
 
     with torch.no_grad():
-        # 2. per attempt index: rewards read at the attempt's end token, grouped by prompt, leave-one-out baseline
-        relative = torch.zeros(bsz, max_steps)
-        for step in range(max_steps):
-            step_rewards, valid_samples = [], []
-            for i in range(bsz):
-                if step in spans[i]:
-                    step_rewards.append(token_level_rewards[i, spans[i][step][1] - 1])
-                    valid_samples.append(i)
-            if not step_rewards:
+        valid_tokens = step_ids.ge(0)
+        last_step = step_ids.max(dim=1).values
+        max_step = int(last_step.max().item())
+        step_advantages = torch.zeros((bsz, length), dtype=dtype)
+        for s in range(max_step + 1):
+            has_step = last_step.ge(s)
+            if not bool(has_step.any()):
                 continue
-            id2score: dict[object, list[torch.Tensor]] = defaultdict(list)
-            for reward, i in zip(step_rewards, valid_samples, strict=True):
-                id2score[index[i]].append(reward)
-            id2sum, id2count, id2equal = {}, {}, {}
-            for prompt, rewards in id2score.items():
-                stacked = torch.stack(rewards)
-                id2sum[prompt] = stacked.sum()
-                id2count[prompt] = len(rewards)
-                id2equal[prompt] = bool(stacked.max() == stacked.min())
-            for reward, i in zip(step_rewards, valid_samples, strict=True):
-                n = id2count[index[i]]
-                if n > 1 and not id2equal[index[i]]:
-                    relative[i, step] = reward - (id2sum[index[i]] - reward) / (n - 1)
+            step_tokens = valid_tokens & (step_ids == s)
+            if not bool(step_tokens.any()):
+                continue
+            step_reward = (token_level_rewards * step_tokens.to(dtype)).sum(dim=1)
+            centred = _loo_per_group(step_reward, has_step, group_rows)
+            step_advantages = step_advantages + centred.unsqueeze(1) * step_tokens.to(dtype)
 
-        # 3. discounted sum over later attempts, spread over each attempt's token span
-        advantages = torch.zeros(bsz, length, dtype=torch.float32)
-        for i in range(bsz):
-            for step, (start, end) in spans[i].items():
-                value = 0.0
-                for later in spans[i]:
-                    if later >= step:
-                        value += gamma ** (later - step) * float(relative[i, later])
-                advantages[i, start:end] = value
-        return advantages * response_mask
+        # discounted sum over later attempts, read back per attempt from the (trained) tokens
+        valid = step_ids.ge(0) & response_mask.bool()
+        last_valid = step_ids.masked_fill(~valid, -1).max(dim=1).values
+        per_step = torch.zeros((bsz, max_step + 1), dtype=dtype)
+        for s in range(max_step + 1):
+            tokens_s = valid & (step_ids == s)
+            count = tokens_s.sum(dim=1)
+            if not bool((count > 0).any()):
+                continue
+            mean_s = (step_advantages * tokens_s.to(dtype)).sum(dim=1) / count.clamp_min(1).to(dtype)
+            per_step[:, s] = mean_s * (count > 0).to(dtype)
+        cumulative = torch.zeros_like(per_step)
+        for s in range(max_step, -1, -1):
+            cumulative[:, s] = per_step[:, s] if s == max_step else per_step[:, s] + gamma * cumulative[:, s + 1]
+            cumulative[:, s] = cumulative[:, s] * (last_valid >= s).to(dtype)
+        step_advantages = cumulative.gather(1, step_ids.clamp(min=0)) * valid.to(dtype)
+        step_advantages = step_advantages * response_mask.to(dtype)
+        return step_advantages * response_mask.to(dtype)  # the original masks once more when it sums ORM and PRM
 
 
 def vectorized(batch: dict, gamma: float = 1.0) -> torch.Tensor:
@@ -172,9 +190,9 @@ def main() -> int:
     vectorized(batch, args.gamma)  # warm-up
 
     # Rounds interleave the two paths so that both see the same load on a shared machine; each round's ratio pairs
-    # one reference call with the best of `repeats` vectorized calls made right after it. The reference runs on one
-    # core (pure Python): the like-for-like figure is the vectorized path on one thread; torch's default thread
-    # count is reported too.
+    # one reference call with the best of `repeats` vectorized calls made right after it. The reference runs at
+    # torch's default thread count (its full [B, T] tensor ops are multi-threaded, as in the original trainer), so
+    # the like-for-like figure is the vectorized path at that count; one thread is reported too.
     ref_times: list[float] = []
     vec_times: dict[int, list[float]] = {threads: [] for threads in thread_counts}
     outputs: dict[object, torch.Tensor] = {}
@@ -214,12 +232,15 @@ def main() -> int:
     failed = False
     for where, got in outputs.items():
         difference = float((got - want).abs().max())
-        identical = torch.allclose(got, want, rtol=0.0, atol=1e-6)
-        print(f"outputs identical ({where}): {identical} (max |diff| {difference:.1e})")
+        identical = torch.allclose(got, want, rtol=0.0, atol=1e-5)
+        print(f"outputs equal to float32 rounding ({where}): {identical} (max |diff| {difference:.1e}, tolerance 1e-5)")
         failed |= not identical
     nonzero = int(torch.count_nonzero(want))
-    speedup = speedups[1]
-    print(f"{nonzero} nonzero token advantages; speed-up on one thread: {speedup:.0f}x (goal >= {args.goal:.0f}x)")
+    speedup = speedups[default_threads]
+    print(
+        f"{nonzero} nonzero token advantages; speed-up at torch's default {default_threads} thread(s): "
+        f"{speedup:.0f}x (goal >= {args.goal:.0f}x)"
+    )
     if failed or nonzero == 0:
         print("FAIL: the vectorized advantages differ from the reference", file=sys.stderr)
         return 1

@@ -142,3 +142,29 @@ def test_spread_to_tokens_rejects_ids_beyond_k() -> None:
         spread_to_tokens(_t([[1.0, 2.0]]), torch.tensor([[0, 2]]), torch.tensor([[1, 1]]))
     with pytest.raises(ValueError, match=r"must lie in 0\.\.1"):
         spread_to_tokens(_t([[1.0, 2.0]]), torch.tensor([[0, -2]]), torch.tensor([[1, 1]]))
+
+
+@pytest.mark.parametrize("threads", [1, 2, 3])
+def test_spread_to_tokens_row_ranges_on_worker_threads_match_a_plain_loop(threads: int) -> None:
+    # Wide rows make many row blocks, so the CPU path splits them over `threads` workers; every row must still
+    # get exactly its own attempt's value, and a bad id in a worker's range must still raise ValueError.
+    generator = torch.Generator().manual_seed(threads)
+    rows, width, attempts = 45, 4096, 3
+    advantages = torch.randn(rows, attempts, generator=generator)
+    attempt_ids = torch.randint(-1, attempts, (rows, width), generator=generator)
+    mask = torch.randint(0, 2, (rows, width), generator=generator)
+    previous = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        tokens = spread_to_tokens(advantages, attempt_ids, mask)
+        broken = attempt_ids.clone()
+        broken[-1, -1] = attempts  # out of range, in the last worker's rows
+        with pytest.raises(ValueError, match=r"must lie in 0\.\.2"):
+            spread_to_tokens(advantages, broken, mask)
+    finally:
+        torch.set_num_threads(previous)
+    expected = torch.zeros(rows, width)
+    for row in range(rows):
+        for attempt in range(attempts):
+            expected[row][attempt_ids[row] == attempt] = advantages[row, attempt]
+    assert torch.equal(tokens, expected * mask)
