@@ -112,40 +112,16 @@ if [[ "$PRESET" == embedded && "$DRY_RUN" != 1 ]]; then
   fi
 fi
 
-retriever_started=""
-cleanup() {
-  # Stops only what this script started (retrieval_launch.sh stops its own server on TERM).
-  if [[ -n "$retriever_started" ]] && kill -0 "$retriever_started" 2>/dev/null; then
-    kill -TERM "$retriever_started" 2>/dev/null || true
-    wait "$retriever_started" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT
+# shellcheck source=scripts/lib/retrieval.sh
+source "$ROOT/scripts/lib/retrieval.sh"
+trap retrieval_stop_started EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
-healthy() {
-  "$PYTHON" - "$RETRIEVER_URL/health" 2>/dev/null <<'EOF'
-import sys, urllib.request
-sys.exit(0 if urllib.request.urlopen(sys.argv[1], timeout=2).status == 200 else 1)
-EOF
-}
-
-if [[ "$DRY_RUN" != 1 ]] && ! healthy; then
+if [[ "$DRY_RUN" != 1 ]] && ! retrieval_healthy "$RETRIEVER_URL"; then
   if [[ "$START_RETRIEVER" == 1 || ( "$START_RETRIEVER" == auto && "$PRESET" == embedded ) ]]; then
-    port="${RETRIEVER_URL##*:}"; port="${port%%/*}"
-    [[ "$RETRIEVER_URL" =~ ^http://(127\.0\.0\.1|localhost):[0-9]+/?$ ]] \
-      || die "RETRIEVER_URL=$RETRIEVER_URL does not answer and is not a local http://127.0.0.1:<port> to start"
-    echo "train_grpo_step.sh: starting the embedded retrieval service on port $port (log: $RUN_DIR/retrieval.log)"
-    RETRIEVER_PORT="$port" PYTHON="$PYTHON" RETRIEVER_READY_TIMEOUT="$RETRIEVER_READY_TIMEOUT" \
-      bash "$ROOT/retrieval_launch.sh" >"$RUN_DIR/retrieval.log" 2>&1 &
-    retriever_started=$!
-    deadline=$((SECONDS + RETRIEVER_READY_TIMEOUT))
-    until healthy; do
-      kill -0 "$retriever_started" 2>/dev/null || die "the retrieval service exited; see $RUN_DIR/retrieval.log"
-      ((SECONDS < deadline)) || die "$RETRIEVER_URL/health not ready after ${RETRIEVER_READY_TIMEOUT}s"
-      sleep 1
-    done
+    echo -n "train_grpo_step.sh: "
+    retrieval_start_local "$RETRIEVER_URL" "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
   else
     die "no retrieval service answers at $RETRIEVER_URL/health; start one (bash retrieval_launch.sh) or set RETRIEVER_URL"
   fi

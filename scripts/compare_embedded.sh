@@ -55,7 +55,6 @@ BASELINE_STEPS="${BASELINE_STEPS:-$((4 * STEPS))}"
 whole BASELINE_STEPS "$BASELINE_STEPS"
 [[ "$RETRIEVER_URL" =~ ^http://(127\.0\.0\.1|localhost):([0-9]+)/?$ ]] \
   || die "RETRIEVER_URL=$RETRIEVER_URL is not valid; use http://127.0.0.1:<port> (a local service, started if silent)"
-PORT="${BASH_REMATCH[2]}"
 RETRIEVER_URL="${RETRIEVER_URL%/}"
 ROWS=$((TRAIN_BATCH_SIZE * GROUP_SIZE))
 WORK_DIR="$(realpath -m "${WORK_DIR:-$ROOT/runs/compare/$(date +%Y%m%d-%H%M%S)}")"
@@ -69,24 +68,11 @@ echo "  work folder $WORK_DIR, report $REPORT_DIR, retrieval $RETRIEVER_URL"
 [[ "$DRY_RUN" == 1 ]] && exit 0
 
 mkdir -p "$WORK_DIR"
-started_pid=""
-cleanup() {
-  # Stops only the retrieval service this script started (retrieval_launch.sh stops its server on TERM).
-  if [[ -n "$started_pid" ]] && kill -0 "$started_pid" 2>/dev/null; then
-    kill -TERM "$started_pid" 2>/dev/null || true
-    wait "$started_pid" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT
+# shellcheck source=lib/retrieval.sh
+source "$ROOT/scripts/lib/retrieval.sh"
+trap retrieval_stop_started EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
-
-healthy() {
-  "$PYTHON" - "$RETRIEVER_URL/health" 2>/dev/null <<'PY'
-import sys, urllib.request
-sys.exit(0 if urllib.request.urlopen(sys.argv[1], timeout=2).status == 200 else 1)
-PY
-}
 
 # --- shared setup: data, warm start, retrieval (cached after the first run) ---
 mapfile -t files < <("$PYTHON" -c \
@@ -95,17 +81,9 @@ TRAIN_FILE="${files[0]}"
 TEST_FILE="${files[1]}"
 echo "compare_embedded.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
 WARM="$("$PYTHON" -m mr_search.warmstart | tail -n 1)"
-if ! healthy; then
-  echo "compare_embedded.sh: starting the embedded retrieval service on port $PORT (log: $WORK_DIR/retrieval.log)"
-  RETRIEVER_HOST=127.0.0.1 RETRIEVER_PORT="$PORT" PYTHON="$PYTHON" \
-    bash "$ROOT/retrieval_launch.sh" >"$WORK_DIR/retrieval.log" 2>&1 &
-  started_pid=$!
-  deadline=$((SECONDS + RETRIEVER_READY_TIMEOUT))
-  until healthy; do
-    kill -0 "$started_pid" 2>/dev/null || die "the retrieval service exited; see $WORK_DIR/retrieval.log"
-    ((SECONDS < deadline)) || die "$RETRIEVER_URL/health not ready after ${RETRIEVER_READY_TIMEOUT}s"
-    sleep 1
-  done
+if ! retrieval_healthy "$RETRIEVER_URL"; then
+  echo -n "compare_embedded.sh: "
+  retrieval_start_local "$RETRIEVER_URL" "$WORK_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
 fi
 
 machine="$(nproc) CPU cores ($(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)), \

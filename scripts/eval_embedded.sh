@@ -42,15 +42,9 @@ OUT_DIR="${OUT_DIR:-}"                # empty: runs/eval/<label>-<date>
 
 die() { echo "eval_embedded.sh: $*" >&2; exit 1; }
 
-started_pid=""
-cleanup() {
-  # Stops only the retrieval service this script started (retrieval_launch.sh stops its server on TERM).
-  if [[ -n "$started_pid" ]] && kill -0 "$started_pid" 2>/dev/null; then
-    kill -TERM "$started_pid" 2>/dev/null || true
-    wait "$started_pid" 2>/dev/null || true
-  fi
-}
-trap cleanup EXIT
+# shellcheck source=lib/retrieval.sh
+source "$ROOT/scripts/lib/retrieval.sh"
+trap retrieval_stop_started EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
@@ -82,29 +76,10 @@ OUT_DIR="${OUT_DIR:-$ROOT/runs/eval/${LABEL}-$(date +%Y%m%d-%H%M%S)}"
 TEST_FILE="$("$PYTHON" -c 'from mr_search.data.embedded import ensure_embedded_parquet; print(ensure_embedded_parquet()[1])')"
 
 # --- retrieval service ---
-healthy() {
-  "$PYTHON" - "$RETRIEVER_URL/health" 2>/dev/null <<'PY'
-import sys, urllib.request
-sys.exit(0 if urllib.request.urlopen(sys.argv[1], timeout=2).status == 200 else 1)
-PY
-}
-if ! healthy; then
+if ! retrieval_healthy "$RETRIEVER_URL"; then
   [[ "$START_RETRIEVER" != no ]] || die "no retrieval service answers at $RETRIEVER_URL/health (START_RETRIEVER=no)"
-  hostport="${RETRIEVER_URL#*://}"
-  hostport="${hostport%%/*}"
-  port="${hostport##*:}"
-  [[ "$port" =~ ^[0-9]+$ ]] || die "RETRIEVER_URL=$RETRIEVER_URL has no port to start a service on"
-  mkdir -p "$OUT_DIR"
-  echo "eval_embedded.sh: starting the embedded retrieval service on 127.0.0.1:$port (log: $OUT_DIR/retrieval.log)"
-  RETRIEVER_HOST=127.0.0.1 RETRIEVER_PORT="$port" PYTHON="$PYTHON" \
-    bash "$ROOT/retrieval_launch.sh" >"$OUT_DIR/retrieval.log" 2>&1 &
-  started_pid=$!
-  deadline=$((SECONDS + RETRIEVER_READY_TIMEOUT))
-  until healthy; do
-    kill -0 "$started_pid" 2>/dev/null || die "the retrieval service exited; see $OUT_DIR/retrieval.log"
-    ((SECONDS < deadline)) || die "$RETRIEVER_URL/health not ready after ${RETRIEVER_READY_TIMEOUT}s"
-    sleep 1
-  done
+  echo -n "eval_embedded.sh: "
+  retrieval_start_local "$RETRIEVER_URL" "$OUT_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
 fi
 
 # --- evaluate ---
