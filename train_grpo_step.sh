@@ -191,37 +191,7 @@ printf '%q ' "${cmd[@]}" >"$RUN_DIR/command.txt"
 echo "train_grpo_step.sh: $PRESET preset, $ROLLOUT_ENGINE rollout, run folder $RUN_DIR"
 summarize() {
   # Per-step table over all launches of the run: EM at each attempt, reflection gain, reward, grad norm, time.
-  "$PYTHON" - "$RUN_DIR" <<'PY' || true
-import json, re, sys
-from pathlib import Path
-
-run = Path(sys.argv[1])
-steps = {}
-for path in sorted((run / "metrics").glob("*.jsonl")):
-    for line in path.read_text().splitlines():
-        if line.strip():
-            row = json.loads(line)
-            steps[int(row["step"])] = row["data"]
-if steps:
-    pattern = re.compile(r"mr_search/attempt_(\d+)/reward_mean")
-    k = max((int(m.group(1)) for d in steps.values() for key in d if (m := pattern.fullmatch(key))), default=0)
-    k = max(k, 1)
-    head = ["step", *(f"EM@{i}" for i in range(1, k + 1)), *(["gain"] if k > 1 else []), "reward", "grad_norm", "s"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    nan = float("nan")
-    for step, d in sorted(steps.items()):
-        em = [d.get(f"mr_search/attempt_{i}/reward_mean", nan) for i in range(1, k + 1)]
-        em = em or [d.get("critic/rewards/mean", nan)]  # verl's estimators (K = 1): the one attempt's reward
-        cells = [str(step), *(f"{x:.3f}" for x in em), *([f"{em[-1] - em[0]:+.3f}"] if k > 1 else [])]
-        cells += [f"{d.get('critic/rewards/mean', nan):.3f}", f"{d.get('actor/grad_norm', nan):.3g}"]
-        cells.append(f"{d.get('timing_s/step', nan):.1f}")
-        lines.append("| " + " | ".join(cells) + " |")
-    table = "\n".join(lines)
-    note = ("EM@k: mean reward of attempt k over the step's trajectories (exact match with the paper's reward "
-            "settings: metric em, format_score 0); gain: EM@K - EM@1, the reflection gain.")
-    (run / "summary.md").write_text(f"# {run.name}\n\n{note}\n\n{table}\n")
-    print(table)
-PY
+  "$PYTHON" -m mr_search.run_summary "$RUN_DIR" || true
 }
 
 status=0

@@ -18,7 +18,7 @@ from typing import Any, Final
 RESPONSE_LENGTH: Final = "response_length/mean"
 K1_REWARD: Final = "critic/rewards/mean"
 STEP_TIME: Final = "timing_s/step"
-_ATTEMPT_RE: Final = re.compile(r"mr_search/attempt_(\d+)/reward_mean")
+ATTEMPT_REWARD_RE: Final = re.compile(r"mr_search/attempt_(\d+)/reward_mean")
 _TRAINED_RE: Final = re.compile(r"mr_search/attempt_(\d+)/trained_tokens")
 
 
@@ -57,7 +57,7 @@ def step_record(step: int, data: Mapping[str, Any], rows: int) -> StepRecord:
         raise ValueError(f"rows={rows}: expected the rows of a step (train_batch_size x rollout.n), >= 1")
     if RESPONSE_LENGTH not in data:
         raise ValueError(f"step {step}: no {RESPONSE_LENGTH!r} in the logged metrics")
-    attempts = sorted(int(m.group(1)) for key in data if (m := _ATTEMPT_RE.fullmatch(key)))
+    attempts = sorted(int(m.group(1)) for key in data if (m := ATTEMPT_REWARD_RE.fullmatch(key)))
     if attempts:
         em = tuple(float(data[f"mr_search/attempt_{k}/reward_mean"]) for k in attempts)
     elif K1_REWARD in data:
