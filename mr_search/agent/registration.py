@@ -29,6 +29,6 @@ def register() -> None:
     the agent-loop machinery while verl itself is half-imported (VERL_CPU.md, pitfall 7); every
     process that builds agent-loop workers imports that module, so the name is there when needed.
     """
-    from mr_search.cpu.import_hooks import when_imported
+    from mr_search.import_hooks import when_imported
 
     when_imported(AGENT_LOOP_MODULE, _register_into)

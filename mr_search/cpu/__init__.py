@@ -19,7 +19,7 @@ from __future__ import annotations
 from types import ModuleType
 from typing import Final
 
-from mr_search.cpu.import_hooks import when_imported
+from mr_search.import_hooks import when_imported
 
 # verl is imported only inside register(): `mr_search.cpu.generation` (the sampler) stays usable without it.
 ROLLOUT_NAME: Final = "mr_hf"

@@ -1,7 +1,7 @@
 """The CPU backend's workarounds for gaps in verl 0.9.1 -- the one place MR-Search changes verl's behaviour.
 
 Active only when ``VERL_PLATFORM=cpu`` selects ``mr_search.cpu.platform`` (``install()`` does nothing
-otherwise), applied in every process through ``mr_search.cpu.import_hooks`` right after verl imports the
+otherwise), applied in every process through ``mr_search.import_hooks`` right after verl imports the
 module concerned. verl's installed files are never edited. Each item below has a test in
 ``tests/mr_search/cpu/test_workarounds.py`` that fails when a verl upgrade moves what it works around.
 Numbers refer to ../shared/VERL_CPU.md.
@@ -40,8 +40,8 @@ from types import ModuleType
 from typing import Any, Final
 
 from mr_search.cpu import ROLLOUT_NAME
-from mr_search.cpu.import_hooks import when_imported
 from mr_search.cpu.platform import cpu_platform_selected
+from mr_search.import_hooks import when_imported
 
 logger = logging.getLogger(__name__)
 

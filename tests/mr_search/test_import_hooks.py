@@ -9,7 +9,7 @@ from types import ModuleType
 
 import pytest
 
-from mr_search.cpu.import_hooks import when_imported
+from mr_search.import_hooks import when_imported
 
 
 @pytest.fixture
