@@ -36,22 +36,6 @@ def tiny_split(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, Any]:
     return _tiny(tmp_path_factory.mktemp("tiny_split"), tag_tokens=False)
 
 
-class Forced(torch.nn.Module):
-    """Wraps a model and forces the given token ids, one per decoding step (then the model's own choice)."""
-
-    def __init__(self, model: torch.nn.Module, forced: list[int]) -> None:
-        super().__init__()
-        self.model, self.forced, self.step = model, forced, 0
-        self.generation_config = model.generation_config
-
-    def forward(self, **kwargs: Any) -> Any:
-        out = self.model(**kwargs)
-        if self.step < len(self.forced):
-            out.logits[:, -1, self.forced[self.step]] += 1e4
-        self.step += 1
-        return out
-
-
 def _prompt(tokenizer: Any) -> list[int]:
     return tokenizer(prompts.question_prompt("What is the capital of Freedonia?"))["input_ids"]
 
@@ -87,33 +71,38 @@ def test_sampling_respects_max_tokens_and_top_k(tiny: tuple[Any, Any]) -> None:
     assert greedy_top1.token_ids == greedy.token_ids
 
 
-def test_stops_at_a_single_token_tag_by_id(tiny: tuple[Any, Any]) -> None:
+def test_stops_at_a_single_token_tag_by_id(tiny: tuple[Any, Any], forced_tokens: Any) -> None:
     model, tokenizer = tiny
     (close,) = single_token_stops(tokenizer, ["</search>"])
     forced = tokenizer("<search> Paris</search> more text", add_special_tokens=False)["input_ids"]
     assert close in forced
-    out = generate_turn(Forced(model, forced), tokenizer, _prompt(tokenizer), {"max_tokens": 30, "stop": ["</search>"]})
+    out = generate_turn(
+        forced_tokens(model, forced), tokenizer, _prompt(tokenizer), {"max_tokens": 30, "stop": ["</search>"]}
+    )
     assert out.token_ids == forced[: forced.index(close) + 1]
     assert out.finish_reason == "stop"
     assert tokenizer.decode(out.token_ids).endswith("</search>")
 
 
-def test_stops_at_a_multi_token_tag(tiny_split: tuple[Any, Any]) -> None:
+def test_stops_at_a_multi_token_tag(tiny_split: tuple[Any, Any], forced_tokens: Any) -> None:
     model, tokenizer = tiny_split
     assert single_token_stops(tokenizer, ["</answer>"]) == ()  # several pieces in this tokenizer
     forced = tokenizer("<answer> Lyon</answer> and then more", add_special_tokens=False)["input_ids"]
     out = generate_turn(
-        Forced(model, forced), tokenizer, _prompt(tokenizer), {"max_tokens": 40, "stop": ["</search>", "</answer>"]}
+        forced_tokens(model, forced),
+        tokenizer,
+        _prompt(tokenizer),
+        {"max_tokens": 40, "stop": ["</search>", "</answer>"]},
     )
     text = tokenizer.decode(out.token_ids)
     assert "</answer>" in text and "</answer>" not in tokenizer.decode(out.token_ids[:-1])
     assert out.token_ids == forced[: len(out.token_ids)]
 
 
-def test_stops_at_eos_unless_ignored(tiny: tuple[Any, Any]) -> None:
+def test_stops_at_eos_unless_ignored(tiny: tuple[Any, Any], forced_tokens: Any) -> None:
     model, tokenizer = tiny
     forced = [*tokenizer("Paris", add_special_tokens=False)["input_ids"], tokenizer.eos_token_id, 5, 6]
-    out = generate_turn(Forced(model, forced), tokenizer, _prompt(tokenizer), {"max_tokens": 10})
+    out = generate_turn(forced_tokens(model, forced), tokenizer, _prompt(tokenizer), {"max_tokens": 10})
     assert out.token_ids[-1] == tokenizer.eos_token_id and out.finish_reason == "stop"
 
 

@@ -24,29 +24,13 @@ uvicorn = pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.slow
 
 
-class FirstTurnForced(torch.nn.Module):
-    """The tiny model is random: force its first turn to be a search for the question, then let it write."""
-
-    def __init__(self, model: torch.nn.Module, forced: list[int]) -> None:
-        super().__init__()
-        self.model, self.forced, self.step = model, forced, 0
-        self.generation_config = model.generation_config
-
-    def forward(self, **kwargs: Any) -> Any:
-        out = self.model(**kwargs)
-        if self.step < len(self.forced):
-            out.logits[:, -1, self.forced[self.step]] += 1e4
-        self.step += 1
-        return out
-
-
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return sock.getsockname()[1]
 
 
-async def test_tiny_model_meta_episode_against_the_embedded_service(kit: SimpleNamespace) -> None:
+async def test_tiny_model_meta_episode_against_the_embedded_service(kit: SimpleNamespace, forced_tokens: Any) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from mr_search_retrieval.app import create_app
@@ -74,7 +58,7 @@ async def test_tiny_model_meta_episode_against_the_embedded_service(kit: SimpleN
 
         first_turn = f"<think> I should search. </think><search> {question['question']} </search>"
         forced = tokenizer(first_turn, add_special_tokens=False)["input_ids"]
-        manager = LocalServerManager(FirstTurnForced(model, forced), tokenizer)
+        manager = LocalServerManager(forced_tokens(model, forced), tokenizer)  # first turn: a search
         trainer_config = OmegaConf.create(
             {
                 "actor_rollout_ref": {"rollout": {"prompt_length": 512, "response_length": 2048, "name": "mr_hf"}},
