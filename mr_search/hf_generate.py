@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -66,32 +66,55 @@ def generate_turn(
         model,
         [list(prompt_ids)],
         [sampling],
-        eos_token_ids=_eos_ids(model, tokenizer),
-        pad_token_id=_pad_id(tokenizer),
+        eos_token_ids=(eos := eos_token_ids(tokenizer, getattr(model, "generation_config", None))),
+        pad_token_id=pad_token_id(tokenizer, eos),
         decode=lambda ids: tokenizer.decode(ids, skip_special_tokens=False),
     )
     return generation
 
 
-def _eos_ids(model: torch.nn.Module, tokenizer: Any) -> list[int]:
-    ids = {tokenizer.eos_token_id}
-    configured = getattr(getattr(model, "generation_config", None), "eos_token_id", None)
-    if isinstance(configured, int):
-        ids.add(configured)
-    elif configured:
-        ids.update(configured)
-    return [int(i) for i in ids if i is not None]
+def eos_token_ids(tokenizer: Any, generation_config: Any) -> list[int]:
+    """Every end-of-sequence id: the tokenizer's and the model's generation config's (an int or a list)."""
+    ids: set[int] = set()
+    for source in (getattr(generation_config, "eos_token_id", None), tokenizer.eos_token_id):
+        if isinstance(source, int):
+            ids.add(source)
+        elif source:
+            ids.update(int(i) for i in source)
+    return sorted(ids)
 
 
-def _pad_id(tokenizer: Any) -> int:
-    return int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id)
+def pad_token_id(tokenizer: Any, eos_ids: Sequence[int]) -> int:
+    """The tokenizer's pad id, else the first end-of-sequence id (0 when there is none)."""
+    pad = tokenizer.pad_token_id
+    return int(pad if pad is not None else (list(eos_ids) or [0])[0])
 
 
 @dataclass
-class _Request:
+class PendingTurn:
+    """One queued generation request and the future its caller awaits."""
+
     prompt_ids: list[int]
-    sampling: SamplingParams
-    future: asyncio.Future[Generation]
+    params: SamplingParams
+    future: asyncio.Future[Generation] = field(repr=False)
+
+
+async def resolve_batch(
+    batch: list[PendingTurn], executor: Executor, generate: Callable[[list[PendingTurn]], list[Generation]]
+) -> BaseException | None:
+    """Decodes ``batch`` on ``executor`` and hands each waiting caller its result; on failure every caller gets the
+    error (a bad batch fails its own requests, never the loop that batches them). Returns the error, if any."""
+    try:
+        results = await asyncio.get_running_loop().run_in_executor(executor, generate, batch)
+    except Exception as error:
+        for request in batch:
+            if not request.future.done():
+                request.future.set_exception(error)
+        return error
+    for request, result in zip(batch, results, strict=True):
+        if not request.future.done():
+            request.future.set_result(result)
+    return None
 
 
 class LocalServerManager:
@@ -122,10 +145,11 @@ class LocalServerManager:
         self.max_batch_size = max_batch_size
         self.default_max_new_tokens = default_max_new_tokens
         self.global_steps = global_steps
-        self._queue: list[_Request] = []
+        self._queue: list[PendingTurn] = []
         self._drainer: asyncio.Task[None] | None = None
         self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mr-search-hf")
-        self._eos = _eos_ids(model, tokenizer)
+        self._eos = eos_token_ids(tokenizer, getattr(model, "generation_config", None))
+        self._pad = pad_token_id(tokenizer, self._eos)
         self.batches: list[int] = []  # size of each decoded batch, for inspection
 
     @classmethod
@@ -153,7 +177,7 @@ class LocalServerManager:
             raise ValueError("LocalServerManager generates text only; got image, video or audio data")
         sampling = sampling_from_request(self.tokenizer, dict(sampling_params), self.default_max_new_tokens)
         loop = asyncio.get_running_loop()
-        request = _Request(list(prompt_ids), sampling, loop.create_future())
+        request = PendingTurn(list(prompt_ids), sampling, loop.create_future())
         self._queue.append(request)
         if self._drainer is None or self._drainer.done():
             self._drainer = loop.create_task(self._drain())
@@ -166,29 +190,19 @@ class LocalServerManager:
         )
 
     async def _drain(self) -> None:
-        loop = asyncio.get_running_loop()
         while self._queue:
             await asyncio.sleep(0)  # let the other meta-episodes queue their turns
             batch, self._queue = self._queue[: self.max_batch_size], self._queue[self.max_batch_size :]
             self.batches.append(len(batch))
-            try:
-                results = await loop.run_in_executor(self._executor, self._run, batch)
-            except Exception as error:  # hand the failure to every waiting caller
-                for request in batch:
-                    if not request.future.done():
-                        request.future.set_exception(error)
-                continue
-            for request, result in zip(batch, results, strict=True):
-                if not request.future.done():
-                    request.future.set_result(result)
+            await resolve_batch(batch, self._executor, self._run)
 
-    def _run(self, batch: list[_Request]) -> list[Generation]:
+    def _run(self, batch: list[PendingTurn]) -> list[Generation]:
         return generate_batch(
             self.model,
             [r.prompt_ids for r in batch],
-            [r.sampling for r in batch],
+            [r.params for r in batch],
             eos_token_ids=self._eos,
-            pad_token_id=_pad_id(self.tokenizer),
+            pad_token_id=self._pad,
             decode=lambda ids: self.tokenizer.decode(ids, skip_special_tokens=False),
         )
 

@@ -19,7 +19,6 @@ import dataclasses
 import logging
 import os
 import threading
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import ray
@@ -28,8 +27,8 @@ from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.config import HFModelConfig, RolloutConfig
 from verl.workers.rollout.replica import RolloutMode, TokenOutput
 
-from mr_search.cpu.generation import Generation, SamplingParams, generate_batch
-from mr_search.hf_generate import sampling_from_request
+from mr_search.cpu.generation import Generation, generate_batch
+from mr_search.hf_generate import PendingTurn, eos_token_ids, pad_token_id, resolve_batch, sampling_from_request
 
 logger = logging.getLogger(__name__)
 
@@ -45,23 +44,6 @@ _DTYPES: Final = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32
 def server_actor_name(replica_rank: int, name_suffix: str = "") -> str:
     """Ray name of a replica's server actor; the in-worker adapter finds its server by it."""
     return f"mr_hf_server_{replica_rank}{name_suffix}"
-
-
-@dataclass
-class _Request:
-    prompt_ids: list[int]
-    params: SamplingParams
-    future: asyncio.Future[Generation] = field(repr=False)
-
-
-def _eos_ids(tokenizer: Any, generation_config: Any) -> list[int]:
-    ids: set[int] = set()
-    for source in (getattr(generation_config, "eos_token_id", None), tokenizer.eos_token_id):
-        if isinstance(source, int):
-            ids.add(source)
-        elif source:
-            ids.update(int(i) for i in source)
-    return sorted(ids)
 
 
 class HFRolloutServer:
@@ -95,9 +77,8 @@ class HFRolloutServer:
             path, dtype=_DTYPES[dtype_name], attn_implementation="sdpa", trust_remote_code=trust
         ).eval()
         self.model.to(self.device)
-        self.eos_token_ids = _eos_ids(self.tokenizer, getattr(self.model, "generation_config", None))
-        pad = self.tokenizer.pad_token_id
-        self.pad_token_id = int(pad if pad is not None else (self.eos_token_ids or [0])[0])
+        self.eos_token_ids = eos_token_ids(self.tokenizer, getattr(self.model, "generation_config", None))
+        self.pad_token_id = pad_token_id(self.tokenizer, self.eos_token_ids)
         self.max_model_len = int(
             self.config.max_model_len or getattr(self.model.config, "max_position_embeddings", 32768)
         )
@@ -107,7 +88,7 @@ class HFRolloutServer:
 
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mr_hf")
         self._abort = threading.Event()
-        self._queue: asyncio.Queue[_Request] | None = None
+        self._queue: asyncio.Queue[PendingTurn] | None = None
         self._accepting: asyncio.Event | None = None
         self._reject_while_paused = False
         self._batcher: asyncio.Task[None] | None = None
@@ -258,7 +239,7 @@ class HFRolloutServer:
         if params.max_new_tokens > room:
             params = dataclasses.replace(params, max_new_tokens=room)
         future: asyncio.Future[Generation] = asyncio.get_running_loop().create_future()
-        await self._queue.put(_Request(prompt, params, future))
+        await self._queue.put(PendingTurn(prompt, params, future))
         result = await future
         return TokenOutput(
             token_ids=result.token_ids,
@@ -278,19 +259,11 @@ class HFRolloutServer:
             if not batch:
                 continue
             self.batch_sizes.append(len(batch))
-            try:
-                results = await self._run(self._generate, batch)
-            except Exception as error:  # a bad batch fails its own requests, never the loop
-                logger.exception("mr_hf server %d: generation failed", self.replica_rank)
-                for request in batch:
-                    if not request.future.done():
-                        request.future.set_exception(error)
-                continue
-            for request, result in zip(batch, results, strict=True):
-                if not request.future.done():
-                    request.future.set_result(result)
+            error = await resolve_batch(batch, self._executor, self._generate)
+            if error is not None:
+                logger.error("mr_hf server %d: generation failed", self.replica_rank, exc_info=error)
 
-    def _generate(self, batch: list[_Request]) -> list[Generation]:
+    def _generate(self, batch: list[PendingTurn]) -> list[Generation]:
         if self.model.device.type != self.device.type:
             self.model.to(self.device)  # a request while asleep: serve it rather than fail
         return generate_batch(

@@ -132,3 +132,30 @@ async def test_local_server_manager_rejects_what_it_cannot_do(tiny: tuple[Any, A
     with pytest.raises(ValueError, match="unsupported sampling parameter"):
         await manager.generate("r", prompt_ids=[1, 2], sampling_params={"beam_width": 4})
     manager.close()
+
+
+async def test_a_failing_batch_fails_its_own_callers_and_the_next_batch_is_served(tiny: tuple[Any, Any]) -> None:
+    model, tokenizer = tiny
+    manager = LocalServerManager(model, tokenizer, max_batch_size=4)
+    real_run = manager._run
+    calls = 0
+
+    def flaky(batch: list[Any]) -> list[Any]:
+        nonlocal calls
+        calls += 1
+        if calls == 1:
+            raise RuntimeError("out of memory while decoding")
+        return real_run(batch)
+
+    manager._run = flaky  # type: ignore[method-assign]
+    params = {"max_tokens": 3, "temperature": 0}
+    try:
+        first = await asyncio.gather(
+            *(manager.generate(f"r{i}", prompt_ids=_prompt(tokenizer), sampling_params=params) for i in range(2)),
+            return_exceptions=True,
+        )
+        assert all(isinstance(e, RuntimeError) and "out of memory" in str(e) for e in first)
+        again = await manager.generate("r2", prompt_ids=_prompt(tokenizer), sampling_params=params)
+        assert len(again.token_ids) == 3
+    finally:
+        manager.close()
