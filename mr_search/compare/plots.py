@@ -59,12 +59,7 @@ def plot_em_vs_attempt(comparison: Mapping[str, Any], path: Path) -> Path:
         ax.set_xlabel("attempt k (K_eval)")
         ax.grid(alpha=0.3)
     left.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def plot_em_vs_step(comparison: Mapping[str, Any], path: Path) -> Path:
@@ -96,6 +91,11 @@ def plot_em_vs_step(comparison: Mapping[str, Any], path: Path) -> Path:
     ax.set_title(f"training EM against budget ({len(comparison['seeds'])} seed(s), temperature 1)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
+    return _save(plt, fig, path)
+
+
+def _save(plt: Any, fig: Any, path: Path) -> Path:
+    """Writes the figure as a PNG (creating the folder) and frees it."""
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
