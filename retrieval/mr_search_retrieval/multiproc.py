@@ -37,6 +37,14 @@ class FrontOptions:
     graceful_timeout: float = 30.0
     backlog: int = 2048
     torch_threads: int = 0  # intra-op CPU threads of the search worker (0: torch's default)
+    worker_inflight: int = 2  # merged batches the search worker computes at once (CPU prep overlaps GPU work)
+    worker_gather_ms: float = 1.0  # while a batch is in flight, how long the next one waits for more fronts
+
+    def __post_init__(self) -> None:
+        if self.worker_inflight < 1:
+            raise ValueError(f"worker_inflight must be >= 1 (merged batches at once), got {self.worker_inflight}")
+        if self.worker_gather_ms < 0:
+            raise ValueError(f"worker_gather_ms must be >= 0, got {self.worker_gather_ms}")
 
 
 def reuseport_socket(host: str, port: int) -> socket.socket:
@@ -100,7 +108,16 @@ def _start_worker(
     status_recv, status_send = ctx.Pipe(duplex=False)
     worker = ctx.Process(
         target=run_search_worker,
-        args=(config, loader, [a for a, _ in pipes], status_send, options.log_level.upper(), options.torch_threads),
+        args=(
+            config,
+            loader,
+            [a for a, _ in pipes],
+            status_send,
+            options.log_level.upper(),
+            options.torch_threads,
+            options.worker_inflight,
+            options.worker_gather_ms / 1000,
+        ),
         name="mr-search-worker",
     )
     worker.start()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Protocol
@@ -35,9 +36,14 @@ class DenseSearcher:
         self.encoder = encoder
         self.index = index
         self.num_docs = int(index.ntotal)
+        self._encode_lock = threading.Lock()
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        return self.index.search(self.encoder.encode_queries(queries), k)
+        # Safe to call from several threads (the search worker overlaps batches): a fast tokenizer must not be
+        # entered by two threads at once, so encoding is serialized; one batch's search overlaps the next's encoding.
+        with self._encode_lock:
+            embeddings = self.encoder.encode_queries(queries)
+        return self.index.search(embeddings, k)
 
 
 class LexicalSearcher:

@@ -4,14 +4,23 @@ Every HTTP front process holds one duplex `Connection` to it and sends `(queries
 (one in flight per front); the worker takes whatever all fronts have sent, runs ONE encode+search for
 the merged batch and sends each front its rows back as `(True, (scores, ids))` or `(False, message)`.
 While a batch computes, the next ones queue in the pipes, so batches grow with load by themselves.
+
+Up to `inflight` merged batches run at once (threads of this process): while one batch's GPU work runs,
+the next is tokenized and its kernels are queued, so the GPU does not wait on the CPU side. While
+another batch is in flight, a new one gathers requests for up to `gather_s` after the first arrives
+(more fronts per batch: every batch reads the whole index once, so few larger batches beat many small).
 """
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import signal
+import sys
 import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from multiprocessing.connection import Connection, wait
 from typing import TYPE_CHECKING, Any
 
@@ -53,15 +62,53 @@ class RemoteSearcher:
         return payload
 
 
-def _receive(ready: list[Any], live: list[Connection]) -> list[tuple[Connection, list[str], int]]:
+class _Live:
+    """The connections still open, shared by the receiving thread and the batch threads that reply."""
+
+    def __init__(self, conns: list[Connection]) -> None:
+        self.conns = list(conns)
+        self.lock = threading.Lock()
+        self.busy = 0  # merged batches computing now
+
+    def snapshot(self) -> list[Connection]:
+        with self.lock:
+            return list(self.conns)
+
+    def drop(self, conn: Connection) -> None:
+        with self.lock:
+            if conn in self.conns:
+                self.conns.remove(conn)
+
+
+def _receive(ready: list[Any], live: _Live) -> list[tuple[Connection, list[str], int]]:
     requests = []
     for conn in ready:
         try:
             queries, k = conn.recv()
         except (EOFError, OSError):  # that front has exited
-            live.remove(conn)
+            live.drop(conn)
             continue
         requests.append((conn, queries, k))
+    return requests
+
+
+def _collect(live: _Live, gather_s: float) -> list[tuple[Connection, list[str], int]]:
+    """Block until some front sends a batch; then, if `gather_s` > 0, take what other fronts send within it."""
+    current = live.snapshot()
+    if not current:
+        return []
+    ready = wait(current)
+    requests = _receive(ready, live)
+    if gather_s <= 0 or not requests:
+        return requests
+    deadline = time.monotonic() + gather_s
+    rest = [c for c in current if c not in ready]
+    while rest and (left := deadline - time.monotonic()) > 0:
+        more = wait(rest, timeout=left)
+        if not more:
+            break
+        requests += _receive(more, live)
+        rest = [c for c in rest if c not in more]
     return requests
 
 
@@ -81,21 +128,67 @@ def _replies(searcher: Searcher, requests: list[tuple[Connection, list[str], int
     return replies
 
 
-def serve_batches(searcher: Searcher, conns: list[Connection]) -> int:
-    """Answer batches from every connection until all of them are closed; returns the number of merged batches."""
-    live = list(conns)
-    merged = 0
-    while live:
-        requests = _receive(wait(live), live)
-        if not requests:
-            continue
-        merged += 1
-        for (conn, _, _), reply in zip(requests, _replies(searcher, requests), strict=True):
+_local = threading.local()
+
+
+def _batch_stream() -> contextlib.AbstractContextManager:
+    """This batch thread's own CUDA stream when the searcher uses CUDA (its GPU work then overlaps the other
+    batch's instead of queueing behind it, and its final copy to the host waits for its own kernels only)."""
+    torch = sys.modules.get("torch")  # imported by a GPU searcher; a BM25 worker never loads torch
+    if torch is None or not torch.cuda.is_available():
+        return contextlib.nullcontext()
+    if getattr(_local, "stream", None) is None:
+        _local.stream = torch.cuda.Stream()
+    return torch.cuda.stream(_local.stream)
+
+
+def _answer(
+    searcher: Searcher,
+    requests: list[tuple[Connection, list[str], int]],
+    live: _Live,
+    slots: threading.Semaphore,
+    own_stream: bool,
+) -> None:
+    try:
+        with _batch_stream() if own_stream else contextlib.nullcontext():
+            replies = _replies(searcher, requests)
+        for (conn, _, _), reply in zip(requests, replies, strict=True):
             try:
-                conn.send(reply)
+                conn.send(reply)  # a front has one batch in flight: no other thread sends on this connection now
             except OSError:
-                if conn in live:
-                    live.remove(conn)
+                live.drop(conn)
+    finally:
+        with live.lock:
+            live.busy -= 1
+        slots.release()
+
+
+def serve_batches(searcher: Searcher, conns: list[Connection], inflight: int = 1, gather_s: float = 0.0) -> int:
+    """Answer batches from every connection until all of them are closed; returns the number of merged batches.
+
+    inflight: merged batches computing at once (threads; the searcher must be thread-safe for > 1).
+    gather_s: while another batch is in flight, how long a new batch waits for more fronts after the first.
+    """
+    if inflight < 1 or gather_s < 0:
+        raise ValueError(f"inflight must be >= 1 and gather_s >= 0, got {inflight} and {gather_s}")
+    live = _Live(conns)
+    slots = threading.Semaphore(inflight)
+    merged = 0
+    with ThreadPoolExecutor(max_workers=inflight, thread_name_prefix="mr-search-batch") as pool:
+        while True:
+            slots.acquire()  # a batch thread is free
+            if not live.snapshot():
+                break
+            with live.lock:
+                busy = live.busy
+            requests = _collect(live, gather_s if busy else 0.0)
+            if not requests:
+                slots.release()
+                continue
+            merged += 1
+            with live.lock:
+                live.busy += 1
+            pool.submit(_answer, searcher, requests, live, slots, inflight > 1)
     return merged
 
 
@@ -106,6 +199,8 @@ def run_search_worker(
     status: Connection,
     log_level: str = "INFO",
     torch_threads: int = 0,
+    inflight: int = 1,
+    gather_s: float = 0.0,
 ) -> None:
     """Process entry point: load (with the service's startup checks), report on `status`, then serve."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: fronts drain through us first
@@ -126,6 +221,11 @@ def run_search_worker(
         return
     status.send(("ready", num_docs))
     status.close()
-    logger.info("search worker ready: %d passages, serving %d HTTP front processes", num_docs, len(conns))
-    merged = serve_batches(searcher, conns)
+    logger.info(
+        "search worker ready: %d passages, serving %d HTTP front processes, %d batches in flight",
+        num_docs,
+        len(conns),
+        inflight,
+    )
+    merged = serve_batches(searcher, conns, inflight, gather_s)
     logger.info("search worker stopped after %d merged batches", merged)

@@ -47,6 +47,19 @@ def build_parser() -> argparse.ArgumentParser:
         "process that owns encoder, index and GPU and merges their batches (for GPU serving: try 4); "
         "/metrics and /health then describe the front that answered",
     )
+    g.add_argument(
+        "--worker-inflight",
+        type=int,
+        default=2,
+        help="with --http-workers: merged batches the search worker computes at once (2: tokenizing and queueing "
+        "the next batch overlaps the GPU work of the current one)",
+    )
+    g.add_argument(
+        "--worker-gather-ms",
+        type=float,
+        default=1.0,
+        help="with --http-workers: while a batch is in flight, how long the next one waits for more fronts",
+    )
     g.add_argument("--torch-threads", type=int, default=0, help="intra-op CPU threads for the encoder (0: torch's)")
     g.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to finish in-flight requests")
     g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -96,7 +109,16 @@ def main(argv: list[str] | None = None) -> None:
     if config.http_workers > 0:
         from mr_search_retrieval.multiproc import FrontOptions, serve_multiprocess
 
-        options = FrontOptions(args.log_level, args.graceful_timeout, torch_threads=args.torch_threads)
+        try:
+            options = FrontOptions(
+                args.log_level,
+                args.graceful_timeout,
+                torch_threads=args.torch_threads,
+                worker_inflight=args.worker_inflight,
+                worker_gather_ms=args.worker_gather_ms,
+            )
+        except ValueError as err:
+            sys.exit(f"mr-search-retrieval: {err}")
         sys.exit(serve_multiprocess(config, config.http_workers, options=options))
     import uvicorn
 

@@ -90,6 +90,12 @@ class TorchExactIndex:
         self.offsets = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
         self.ntotal = int(self.offsets[-1])
         logger.info("torch exact index: %d rows, method %s, Triton kernel %s", self.ntotal, self.method, self._kernel)
+        if self.method == "two_stage":
+            for shard, kernel in zip(self.shards, self._kernel, strict=True):
+                if kernel:
+                    from mr_search_retrieval.indexes.triton_block_max import warm_up
+
+                    warm_up(shard, self.block)
 
     @classmethod
     def from_numpy(

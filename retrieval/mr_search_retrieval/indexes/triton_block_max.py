@@ -54,7 +54,7 @@ def default_config(batch: int, block: int) -> KernelConfig:
     return KernelConfig(block_m=128, block_n=max(block, 256), block_k=64, num_warps=8, num_stages=3)
 
 
-@triton.jit
+@triton.jit(do_not_specialize=["B", "num_m"])  # one compiled kernel per tile config, whatever the batch size
 def _block_max_kernel(
     q_ptr,
     e_ptr,
@@ -144,3 +144,9 @@ def block_max_triton(
         num_stages=cfg.num_stages,
     )
     return out
+
+
+def warm_up(rows: torch.Tensor, block: int) -> None:
+    """Compile the kernel for each batch-size class of default_config now, not on a live request."""
+    for batch in (1, 64, 128):
+        block_max_triton(torch.zeros((batch, rows.shape[1]), dtype=rows.dtype, device=rows.device), rows[:1], block)

@@ -1,0 +1,97 @@
+"""The search worker with two batches in flight: they really overlap, replies reach the right fronts, gathering."""
+
+from __future__ import annotations
+
+import multiprocessing as mp
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from mr_search_retrieval.multiproc import FrontOptions
+from mr_search_retrieval.search_worker import RemoteSearcher, serve_batches
+
+
+class MeetingSearcher:
+    """Each batch waits (up to 5 s) until `meet` batches are inside search() at once: proves they overlap."""
+
+    num_docs = 1000
+
+    def __init__(self, meet: int) -> None:
+        self.barrier = threading.Barrier(meet, timeout=5)
+        self.batches: list[list[str]] = []
+        self.lock = threading.Lock()
+
+    def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        with self.lock:
+            self.batches.append(list(queries))
+        if self.barrier.parties > 1:
+            self.barrier.wait()
+        ids = np.array([[int(q.split()[-1]) + j for j in range(k)] for q in queries], dtype=np.int64)
+        return -ids.astype(np.float32), ids
+
+
+def _start(searcher: object, n: int, inflight: int, gather_s: float = 0.0):
+    pipes = [mp.Pipe(duplex=True) for _ in range(n)]
+    worker = threading.Thread(target=serve_batches, args=(searcher, [w for w, _ in pipes], inflight, gather_s))
+    worker.start()
+    return worker, [RemoteSearcher(front, 1000) for _, front in pipes], [front for _, front in pipes]
+
+
+def test_two_batches_in_flight_overlap_and_each_front_gets_its_own_rows() -> None:
+    searcher = MeetingSearcher(meet=2)
+    worker, remotes, fronts = _start(searcher, 2, inflight=2)
+    results: dict[int, object] = {}
+
+    def ask(i: int) -> None:
+        results[i] = remotes[i].search([f"q {10 * i}", f"q {10 * i + 1}"], 2)
+
+    first = threading.Thread(target=ask, args=(0,))
+    first.start()
+    time.sleep(0.3)  # front 0's batch is computing (waiting for company) before front 1 sends
+    ask(1)  # would time out the barrier if the worker computed one batch at a time
+    first.join(10)
+    assert len(searcher.batches) == 2  # two separate batches, computing at the same time
+    assert results[0][1].tolist() == [[0, 1], [1, 2]]
+    assert results[1][1].tolist() == [[10, 11], [11, 12]]
+    for f in fronts:
+        f.close()
+    worker.join(10)
+    assert not worker.is_alive()
+
+
+def test_while_a_batch_is_in_flight_the_next_one_gathers_the_fronts_that_send_soon_after() -> None:
+    searcher = MeetingSearcher(meet=1)
+    release = threading.Event()
+    plain_search = searcher.search
+
+    def slow_first(queries: list[str], k: int):
+        if queries == ["q 0"]:
+            release.wait(5)  # batch 1 stays in flight while fronts 1 and 2 send
+        return plain_search(queries, k)
+
+    searcher.search = slow_first  # type: ignore[method-assign]
+    worker, remotes, fronts = _start(searcher, 3, inflight=2, gather_s=0.5)
+    t0 = threading.Thread(target=remotes[0].search, args=(["q 0"], 1))
+    t0.start()
+    time.sleep(0.2)
+    fronts[1].send((["q 5"], 1))
+    time.sleep(0.05)  # within the gather window of the second batch
+    fronts[2].send((["q 7"], 1))
+    assert fronts[1].recv()[1][1].tolist() == [[5]] and fronts[2].recv()[1][1].tolist() == [[7]]
+    release.set()
+    t0.join(10)
+    assert sorted(map(tuple, searcher.batches)) == [("q 0",), ("q 5", "q 7")]  # fronts 1 and 2 merged
+    for f in fronts:
+        f.close()
+    worker.join(10)
+
+
+def test_worker_options_reject_bad_values() -> None:
+    with pytest.raises(ValueError, match="worker_inflight must be >= 1"):
+        FrontOptions(worker_inflight=0)
+    with pytest.raises(ValueError, match="worker_gather_ms must be >= 0"):
+        FrontOptions(worker_gather_ms=-1)
+    with pytest.raises(ValueError, match="inflight must be >= 1"):
+        serve_batches(MeetingSearcher(1), [], inflight=0)
