@@ -1,13 +1,14 @@
 """Retrieval at wiki-18 scale on one GPU: the service's exact torch index over 21,015,324 x 768 fp16, served over HTTP.
 
 Measures, in one run on one card: encoder throughput for the index build (passages/s at 256 tokens),
-bare search throughput (TorchExactIndex.search_tensor at batch 256/1024), the batch pipeline
-(encode + search), and the real service (`create_app` + uvicorn on 127.0.0.1) under closed-loop
-aiohttp clients in separate processes: queries/s, p50/p99 latency per concurrency and max_batch_size,
-GPU memory and the CPU used by server and load generator. An HTTP-only run (a searcher that does no
-GPU work) gives the service's own ceiling; a proposed grouped top-k index (retrieval_grouped_topk.py)
-is measured on the same vectors. The multi-process mode (`--http-workers N`: one search-worker process
-owning encoder + index behind N HTTP front processes) is served last, at 32/256/1024 clients by default.
+bare search throughput per method (TorchExactIndex.search_tensor: the service's default, which is the
+exact two-stage search with the fused Triton block-max kernel on a GPU; the chunked grouped top-k; the
+plain chunked top-k) and that two-stage finds what plain finds, the batch pipeline (encode + search),
+and the real service (`create_app` + uvicorn on 127.0.0.1) under closed-loop aiohttp clients in separate
+processes: queries/s, p50/p99 latency per concurrency and max_batch_size, GPU memory and the CPU used by
+server and load generator. An HTTP-only run (a searcher that does no GPU work) gives the service's own
+ceiling. The multi-process mode (`--http-workers N`: one search-worker process owning encoder + index,
+computing up to `--worker-inflight` merged batches at once, behind N HTTP front processes) is served last.
 Random vectors and random encoder weights: speed, not quality.
 
 Without a CUDA device it prints "skipped: no GPU" and exits 0, unless --device cpu (a tiny smoke run).
@@ -70,12 +71,6 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--concurrency", type=_ints, default=[32, 256, 1024], help="concurrent HTTP clients")
     p.add_argument("--max-batch-sizes", type=_ints, default=[128, 256, 1024], help="service max_batch_size values")
     p.add_argument(
-        "--proposed-concurrency",
-        type=_ints,
-        default=[256],
-        help="concurrencies for the proposed grouped top-k index (skip it: --no-proposed)",
-    )
-    p.add_argument(
         "--batched",
         type=_pairs,
         default=[(64, 16)],
@@ -97,17 +92,18 @@ def build_parser() -> argparse.ArgumentParser:
         "--what-if", action="store_true", help="extra rows: the service with its corpus line spans in RAM (not mmap)"
     )
     p.add_argument(
-        "--process-searcher",
-        action="store_true",
-        help="extra rows: encoder + index in a spawned worker process (needs GPU memory for a second index)",
-    )
-    p.add_argument("--no-proposed", action="store_true", help="skip the proposed grouped top-k index")
-    p.add_argument(
         "--http-workers",
         type=_ints,
-        default=[4],
+        default=[4, 8],
         help="multi-process service rows: HTTP front processes per run (one search worker each; 0 skips)",
     )
+    p.add_argument(
+        "--worker-inflight",
+        type=_ints,
+        default=[1, 2],
+        help="multi-process rows: merged batches the search worker computes at once (each value: one run)",
+    )
+    p.add_argument("--worker-gather-ms", type=float, default=1.0, help="search worker gather window while busy")
     p.add_argument("--no-multiproc", action="store_true", help="skip the multi-process service rows")
     p.add_argument(
         "--multiproc-concurrency", type=_ints, default=[32, 256, 1024], help="clients for the multi-process rows"

@@ -12,7 +12,6 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -22,8 +21,6 @@ from retrieval_gpu_fixtures import EncoderShape, corpus_path, ensure_encoder_dir
 from retrieval_gpu_multiproc import RandomIndexLoader, serve_multiproc_points
 from retrieval_gpu_report import print_summary
 from retrieval_gpu_serving import NullSearcher, ServedApp, check_consistency, drive, service_app, trivial_app
-from retrieval_grouped_topk import GroupedTopkIndex
-from retrieval_process_searcher import ProcessSearcher, WorkerSpec
 
 from mr_search_retrieval.app import _render_result, parse_request
 from mr_search_retrieval.config import EncoderConfig, LimitsConfig
@@ -67,7 +64,9 @@ def measure_encoder(encoder: HFEncoder, args: argparse.Namespace) -> dict[str, A
         mask = torch.ones_like(ids)
 
         def run(ids: torch.Tensor = ids, mask: torch.Tensor = mask) -> None:
-            with torch.inference_mode():
+            # An encoder keeping bf16 weights on a bf16 CPU runs its forward under autocast (as HFEncoder does).
+            bf16 = bool(getattr(encoder, "cpu_bf16", False))
+            with torch.inference_mode(), torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
                 encoder.model(input_ids=ids, attention_mask=mask)
 
         forward[b] = b / median_seconds(run, dev)
@@ -88,31 +87,41 @@ def measure_encoder(encoder: HFEncoder, args: argparse.Namespace) -> dict[str, A
     return out
 
 
-def measure_search(
-    index: TorchExactIndex, searcher: DenseSearcher, args: argparse.Namespace, proposed: GroupedTopkIndex | None
-) -> dict[str, Any]:
-    """Bare index q/s (queries already on the device), the batch pipeline q/s, and the proposed index's."""
-    dev, out = args.device, {}
+def compare_methods(index: TorchExactIndex, plain: TorchExactIndex, q: torch.Tensor, k: int) -> dict[str, Any]:
+    """`index` vs the plain exact search on the same queries: ids equal except between equal scores."""
+    v0, i0 = plain.search_tensor(q, k)
+    v1, i1 = index.search_tensor(q, k)
+    same = i0 == i1
+    diff = (v0 - v1).abs()
+    return {
+        "batch": int(q.shape[0]),
+        "k": k,
+        "same_ids_fraction": float(same.float().mean()),
+        "max_score_diff": float(diff.max()),
+        "max_score_diff_where_ids_differ": float(diff[~same].max()) if bool((~same).any()) else 0.0,
+    }
+
+
+def measure_search(index: TorchExactIndex, searcher: DenseSearcher, args: argparse.Namespace) -> dict[str, Any]:
+    """Bare index q/s per method (queries already on the device), two-stage vs plain results, pipeline q/s."""
+    dev, out = args.device, {"service_method": index.method}
     home = index.shards[0]
     gen = torch.Generator(device=home.device).manual_seed(1)
-    plain = TorchExactIndex(index.shards, chunk_rows=index.chunk_rows, group=1)  # the service's top-k before grouping
-    for name, idx in (("service", index), ("plain_topk", plain), ("proposed_grouped_topk", proposed)):
-        if idx is None:
-            continue
+    methods = {
+        "service": index,  # the service's default: two-stage on a GPU with Triton, grouped elsewhere
+        "two_stage": TorchExactIndex(index.shards, chunk_rows=index.chunk_rows, method="two_stage"),
+        "grouped_topk": TorchExactIndex(index.shards, chunk_rows=index.chunk_rows, method="grouped"),
+        "plain_topk": TorchExactIndex(index.shards, chunk_rows=index.chunk_rows, method="grouped", group=1),
+    }
+    for name, idx in methods.items():
         rates = {}
         for b in args.search_batches:
             q = torch.nn.functional.normalize(torch.randn((b, index.dim), generator=gen, device=home.device), dim=-1)
             q = q.to(home.dtype)
             rates[b] = b / median_seconds(lambda q=q, idx=idx: idx.search_tensor(q, args.topk), dev)
         out[f"bare_search_qps_{name}"] = rates
-    if proposed is not None:
-        q = torch.nn.functional.normalize(torch.randn((64, index.dim), generator=gen, device=home.device), dim=-1)
-        v0, i0 = index.search_tensor(q.to(home.dtype), 10)
-        v1, i1 = proposed.search_tensor(q.to(home.dtype), 10)
-        out["proposed_matches_service"] = {
-            "max_score_diff": float((v0 - v1).abs().max()),
-            "same_ids_fraction": float((i0 == i1).float().mean()),
-        }
+    q = torch.nn.functional.normalize(torch.randn((64, index.dim), generator=gen, device=home.device), dim=-1)
+    out["two_stage_vs_plain"] = compare_methods(methods["two_stage"], methods["plain_topk"], q.to(home.dtype), 10)
     queries = make_queries(max(args.search_batches), seed=2)
     out["pipeline_qps_encode_search"] = {
         b: b / median_seconds(lambda b=b: searcher.search(queries[:b], args.topk), dev) for b in args.search_batches
@@ -121,7 +130,7 @@ def measure_search(
 
 
 def measure_search_components(index: TorchExactIndex, args: argparse.Namespace) -> dict[str, Any]:
-    """Where bare search time goes: the chunked matrix products alone, and the service's index at other chunk sizes."""
+    """Where chunked search time goes: the chunked matrix products alone, and the grouped top-k at other chunk sizes."""
     dev, home, out = args.device, index.shards[0], {}
     gen = torch.Generator(device=home.device).manual_seed(5)
     for b in args.search_batches:
@@ -135,8 +144,8 @@ def measure_search_components(index: TorchExactIndex, args: argparse.Namespace) 
 
         row = {"matmul_only_qps": b / median_seconds(products, dev)}
         for rows in args.chunk_rows:
-            other = TorchExactIndex(index.shards, chunk_rows=rows)
-            row[f"service_chunk_{rows}_qps"] = b / median_seconds(
+            other = TorchExactIndex(index.shards, chunk_rows=rows, method="grouped")
+            row[f"grouped_chunk_{rows}_qps"] = b / median_seconds(
                 lambda q=q, o=other: o.search_tensor(q, args.topk), dev
             )
         out[b] = row
@@ -200,14 +209,8 @@ def serve_points(
     return rows
 
 
-def serve_all(
-    searcher: DenseSearcher,
-    proposed: DenseSearcher | None,
-    corpus: Path,
-    args: argparse.Namespace,
-    worker: WorkerSpec | None = None,
-) -> list[dict[str, Any]]:
-    """The service grid, the HTTP-only ceilings, the GIL switch-interval variant and the proposed index."""
+def serve_all(searcher: DenseSearcher, corpus: Path, args: argparse.Namespace) -> list[dict[str, Any]]:
+    """The in-process service grid, the HTTP-only ceilings and the GIL switch-interval variant."""
     queue = max(4096, 2 * max(args.concurrency), *(c * q * 2 for c, q in args.batched))
     single = [(c, 1) for c in args.concurrency]
     mid, small, big = (
@@ -248,20 +251,6 @@ def serve_all(
         rows += serve_points(
             app_of(searcher, small, "service", True), "service_spans_in_ram", args, [(mid, 1)], small, searcher
         )
-    if worker is not None:  # what-if: encoder + index in their own process (no GIL shared with the event loop)
-        for grouped in (False, True):
-            label = "process_searcher" + ("_grouped_topk" if grouped else "")
-            ps = ProcessSearcher(replace(worker, grouped_topk=grouped))
-            try:
-                rows += serve_points(app_of(ps, small, label), label, args, [(mid, 1), *args.batched[:1]], small, ps)
-            finally:
-                ps.close()
-    if proposed is not None:
-        for mbs in args.max_batch_sizes:
-            points = [(c, 1) for c in args.proposed_concurrency] + (args.batched if mbs == big else [])
-            rows += serve_points(
-                app_of(proposed, mbs, "proposed"), "proposed_grouped_topk", args, points, mbs, proposed
-            )
     return rows
 
 
@@ -349,7 +338,6 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     }
     logger.info("setup (GPU side): %s", setup)
     searcher = DenseSearcher(encoder, index)
-    proposed = None if args.no_proposed else GroupedTopkIndex.sharing(index)
     # Measure only once the corpus thread is done: its scans hold the GIL and CPU and would slow the GPU launches.
     corpus, corpus_setup = corpus_job.result()
     pool.shutdown()
@@ -357,21 +345,12 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     logger.info("corpus: %s", corpus_setup)
     res["encoder"] = measure_encoder(encoder, args)
     logger.info("encoder: %s", res["encoder"])
-    res["search"] = measure_search(index, searcher, args, proposed)
+    res["search"] = measure_search(index, searcher, args)
     res["search"]["components"] = measure_search_components(index, args)
     logger.info("search: %s", res["search"])
     res["hot_path"] = measure_hot_path(corpus, args.topk)
     logger.info("hot path: %s", res["hot_path"])
-    worker = None
-    if args.process_searcher:
-        free = torch.cuda.mem_get_info()[0] / 2**30 if dev == "cuda" else float("inf")
-        if free > res["index"]["gib"] * 1.3 + 4:
-            worker = WorkerSpec(str(enc_dir), dev, args.num_passages, shape.hidden)
-        else:
-            logger.warning(
-                "skipping the process-searcher rows: %.0f GiB free on the GPU, a second index needs more", free
-            )
-    serving = serve_all(searcher, None if proposed is None else DenseSearcher(encoder, proposed), corpus, args, worker)
+    serving = serve_all(searcher, corpus, args)
     res["serving"] = serving
     res["setup"] = setup
     pipeline = res["search"]["pipeline_qps_encode_search"]
@@ -384,7 +363,7 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     if not args.no_multiproc and args.http_workers != [0]:
         queries = make_queries(4, seed=3)
         expected = (queries, searcher.search(queries, args.topk)[1])
-        del searcher, proposed, index, encoder  # the search worker builds the same index: free this one first
+        del searcher, index, encoder  # the search worker builds the same index: free this one first
         res["serving"] += _serve_multiproc_freed(enc_dir, shape.hidden, corpus, args, expected)
     print_summary(res)
     return res

@@ -8,8 +8,10 @@ synthetic corpus. Driven by the same closed-loop client processes as the in-proc
 from __future__ import annotations
 
 import argparse
+import itertools
 import logging
 import os
+import subprocess
 import threading
 import time
 import urllib.request
@@ -67,20 +69,41 @@ def _spawned_children_cpu() -> float:
     return total
 
 
+def _gpu_memory_used() -> str:
+    """nvidia-smi's used/total memory of the card while the service (its search worker) holds the index."""
+    try:
+        return subprocess.run(
+            ["nvidia-smi", "--query-gpu=memory.used,memory.total", "--format=csv,noheader"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError) as err:
+        return f"unavailable: {err}"
+
+
 class MultiProcServed:
     """`serve_multiprocess` in a background thread of this process (its worker and fronts are processes)."""
 
-    def __init__(self, config: ServerConfig, loader: RandomIndexLoader, fronts: int) -> None:
+    def __init__(
+        self, config: ServerConfig, loader: RandomIndexLoader, fronts: int, inflight: int = 2, gather_ms: float = 1.0
+    ) -> None:
         self.url = f"http://127.0.0.1:{config.port}"
         self.loop_thread_id = None
         self._stop = threading.Event()
         self._status: list[int] = []
+        # On a CPU smoke run the worker shares 2 cores with the fronts: one intra-op thread avoids OpenMP thrash.
+        self.options = FrontOptions(
+            log_level="warning",
+            torch_threads=1 if loader.device == "cpu" else 0,
+            worker_inflight=inflight,
+            worker_gather_ms=gather_ms,
+        )
         self.thread = threading.Thread(target=self._serve, args=(config, loader, fronts), daemon=True)
 
     def _serve(self, config: ServerConfig, loader: RandomIndexLoader, fronts: int) -> None:
-        # On a CPU smoke run the worker shares 2 cores with the fronts: one intra-op thread avoids OpenMP thrash.
-        options = FrontOptions(log_level="warning", torch_threads=1 if loader.device == "cpu" else 0)
-        self._status.append(serve_multiprocess(config, fronts, loader, options, False, self._stop.is_set))
+        self._status.append(serve_multiprocess(config, fronts, loader, self.options, False, self._stop.is_set))
 
     def __enter__(self) -> MultiProcServed:
         self.thread.start()
@@ -129,7 +152,7 @@ def serve_multiproc_points(
     """For each front count: start the service once, check its documents, drive it at each concurrency."""
     rows = []
     queue = max(4096, 2 * max(args.multiproc_concurrency))
-    for fronts in args.http_workers:
+    for fronts, inflight in itertools.product(args.http_workers, args.worker_inflight):
         config = ServerConfig(
             index_dir="<random index in the search worker>",
             corpus=str(corpus),
@@ -137,12 +160,14 @@ def serve_multiproc_points(
             port=free_port(),
             http_workers=fronts,
         )
-        label = f"multiproc_{fronts}_fronts"
-        with MultiProcServed(config, loader, fronts) as served:
+        label = f"multiproc_{fronts}_fronts_inflight{inflight}"
+        with MultiProcServed(config, loader, fronts, inflight, args.worker_gather_ms) as served:
             check = check_consistency(served, lambda _q, _k: (None, expected[1]), expected[0], args.topk)  # type: ignore[arg-type]
+            memory = _gpu_memory_used() if loader.device == "cuda" else None
             for conc in args.multiproc_concurrency:
                 row = drive(served, conc, args.client_procs, args.duration, args.warmup, args.topk, 1)
                 row.update(searcher=label, max_batch_size=args.multiproc_max_batch_size, consistent=check["same_ids"])
+                row.update(worker_inflight=inflight, http_fronts=fronts, gpu_memory_used=memory)
                 logger.info(
                     "%s c=%d: %.0f q/s p50 %.1f ms p99 %.1f ms",
                     label,

@@ -21,7 +21,8 @@ def print_summary(res: dict[str, Any]) -> None:
         f"{enc['wiki18_embed_minutes_at_best']:.0f} min",
         f"encoder queries/s: {_fmt(enc['queries_per_s_encode'])}",
     ]
-    keys = ("bare_search_qps_service", "bare_search_qps_plain_topk", "bare_search_qps_proposed_grouped_topk")
+    lines.append(f"service index method: {s.get('service_method')}")
+    keys = tuple(k for k in s if k.startswith("bare_search_qps_"))
     for key in (*keys, "pipeline_qps_encode_search"):
         if key in s:
             lines.append(f"{key}: {_fmt(s[key])}")
@@ -32,8 +33,8 @@ def print_summary(res: dict[str, Any]) -> None:
     )
     for b, row in s.get("components", {}).items():
         lines.append(f"search components at batch {b} (q/s): " + ", ".join(f"{k} {v:,.0f}" for k, v in row.items()))
-    if "proposed_matches_service" in s:
-        lines.append(f"proposed vs service results: {s['proposed_matches_service']}")
+    if "two_stage_vs_plain" in s:
+        lines.append(f"two-stage vs plain exact search (ids differ only where scores tie): {s['two_stage_vs_plain']}")
     nan = float("nan")
     lines.append(
         f"{'searcher':<34}{'mbs':>5}{'conc':>5}{'q/req':>6}{'q/s':>8}{'p50 ms':>8}{'p99 ms':>8}{'batch':>6}"
@@ -64,6 +65,10 @@ def print_summary(res: dict[str, Any]) -> None:
                 f"mbs {r['max_batch_size']}: {r['queries_per_s']:,.0f} q/s, p99 {r['p99_ms'] or nan:.0f} ms -> "
                 + ("MET" if met else "not met")
             )
+    for r in res["serving"]:
+        if r.get("gpu_memory_used"):
+            lines.append(f"{r['searcher']}: nvidia-smi memory used/total while serving: {r['gpu_memory_used']}")
+            break
     hp = res["hot_path"]
     lines.append(
         f"app hot path per single-query request: parse_request {hp['parse_request_us']:.0f} us, _render_result "

@@ -17,8 +17,8 @@ TINY = shlex.split(
     "--device cpu --num-passages 20000 --duration 2 --warmup 0.5 --client-procs 2 "
     "--encoder-layers 2 --encoder-hidden 64 --encoder-heads 2 --encoder-intermediate 128 "
     "--encode-batches 16 --encode-tokens 64 --search-batches 16,64 --concurrency 8 --max-batch-sizes 16 "
-    "--proposed-concurrency 8 --batched 2x4 --switch-interval-ms 1 --chunk-rows 4096 --profile-loop --what-if "
-    "--http-workers 2 --multiproc-concurrency 8"
+    "--batched 2x4 --switch-interval-ms 1 --chunk-rows 4096 --profile-loop --what-if "
+    "--http-workers 2 --worker-inflight 1,2 --multiproc-concurrency 8"
 )
 
 
@@ -40,29 +40,32 @@ def test_tiny_cpu_run_serves_real_documents_and_reports_every_figure(tmp_path: P
     assert res["setup"]["corpus_gib"] > 0
     assert min(res["encoder"]["passages_per_s_forward"].values()) > 0
     assert res["encoder"]["wiki18_embed_minutes_at_best"] > 0
-    assert set(res["search"]["bare_search_qps_service"]) == {"16", "64"}
-    assert set(res["search"]["bare_search_qps_plain_topk"]) == {"16", "64"}
-    # the proposed grouped top-k finds exactly what the service's index finds
-    assert res["search"]["proposed_matches_service"] == {"max_score_diff": 0.0, "same_ids_fraction": 1.0}
+    assert res["search"]["service_method"] == "grouped"  # no Triton kernel on a CPU: the grouped top-k
+    for method in ("service", "two_stage", "grouped_topk", "plain_topk"):
+        assert set(res["search"][f"bare_search_qps_{method}"]) == {"16", "64"}
+    # the two-stage search (torch stage 1 here) finds exactly what the plain exact search finds
+    match = res["search"]["two_stage_vs_plain"]
+    assert match["same_ids_fraction"] == 1.0 and match["max_score_diff"] < 1e-6
     rows = {r["searcher"]: r for r in res["serving"]}
     assert set(rows) == {
         "service",
         "http_only_null_searcher",
         "http_only_trivial_fastapi",
         "service_switchinterval_1ms",
-        "proposed_grouped_topk",
         "http_only_null_searcher_profiled",
         "service_profiled",
         "http_only_null_searcher_spans_in_ram",
         "service_spans_in_ram",
-        "multiproc_2_fronts",  # the service's --http-workers mode: one search worker + 2 HTTP fronts
+        # the service's --http-workers mode: one search worker (1 or 2 batches in flight) + 2 HTTP fronts
+        "multiproc_2_fronts_inflight1",
+        "multiproc_2_fronts_inflight2",
     }
+    assert rows["multiproc_2_fronts_inflight2"]["worker_inflight"] == 2
     profile = rows["service_profiled"]["loop_profile"]
     assert profile["samples"] > 0 and any("retrieve" in name for name, _ in profile["inclusive"])
-    assert set(res["search"]["components"]["16"]) == {"matmul_only_qps", "service_chunk_4096_qps"}
+    assert set(res["search"]["components"]["16"]) == {"matmul_only_qps", "grouped_chunk_4096_qps"}
     assert {(r["searcher"], r["queries_per_request"]) for r in res["serving"] if r["queries_per_request"] > 1} == {
         ("service", 4),
-        ("proposed_grouped_topk", 4),
     }
     assert res["hot_path"]["parse_request_us"] > 0 and res["hot_path"]["render_result_us"] > 0
     for r in res["serving"]:
@@ -73,7 +76,7 @@ def test_tiny_cpu_run_serves_real_documents_and_reports_every_figure(tmp_path: P
         assert 0 < r["p50_ms"] <= r["p99_ms"]
         assert r["loadgen_cpu_cores"] > 0 and r["server_cpu_cores"] > 0
     assert "searcher" in proc.stdout and "q/s" in proc.stdout  # the summary table is printed
-    assert "multiproc_2_fronts" in proc.stdout
+    assert "multiproc_2_fronts_inflight2" in proc.stdout
 
 
 def test_without_a_gpu_it_says_skipped_and_exits_zero(tmp_path: Path) -> None:
