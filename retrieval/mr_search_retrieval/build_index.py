@@ -148,6 +148,9 @@ def add_encoder_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument("--max-length", type=int, default=d.max_length, help="tokens per text")
     g.add_argument("--device", default=d.device, help="encoder device: auto, cpu, cuda, cuda:N")
     g.add_argument("--no-fp16", action="store_true", help="run the encoder in float32 on GPU too")
+    g.add_argument(
+        "--no-cpu-bf16", action="store_true", help="float32 on CPU even where it has native bf16 (AVX512-BF16, AMX)"
+    )
 
 
 def encoder_config_from_args(args: argparse.Namespace) -> EncoderConfig:
@@ -160,6 +163,7 @@ def encoder_config_from_args(args: argparse.Namespace) -> EncoderConfig:
         max_length=args.max_length,
         device=args.device,
         fp16=not args.no_fp16,
+        cpu_bf16=not args.no_cpu_bf16,
     )
 
 

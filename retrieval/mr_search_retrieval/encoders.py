@@ -70,8 +70,21 @@ def encoder_identity(model_dir: Path, config: EncoderConfig) -> dict[str, Any]:
     }
 
 
+def cpu_has_native_bf16() -> bool:
+    """AVX512-BF16 or AMX-BF16: CPUs where bf16 matrix products run about twice as fast as float32 ones."""
+    try:
+        caps = torch._C._cpu._get_cpu_capability()  # torch's own CPU feature probe (no public API yet)
+    except (AttributeError, RuntimeError):
+        return False
+    return bool(caps.get("avx512_bf16") or caps.get("amx_bf16"))
+
+
 class HFEncoder:
-    """AutoModel + fast tokenizer; mean/cls/pooler pooling, optional L2 norm, fp16 on GPU."""
+    """AutoModel + fast tokenizer; mean/cls/pooler pooling, optional L2 norm; fp16 on GPU, bf16 on bf16 CPUs.
+
+    A batch is sorted by token length and run in sub-batches that each pad to their own longest text
+    (queries of 10-17 tokens padded to 17 waste ~20% of the matrix products otherwise).
+    """
 
     def __init__(self, config: EncoderConfig) -> None:
         from transformers import AutoModel, AutoTokenizer
@@ -84,11 +97,28 @@ class HFEncoder:
             )
         self.device = resolve_device(config.device)
         self.tokenizer = AutoTokenizer.from_pretrained(self.model_dir, use_fast=True)
-        dtype = torch.float16 if (config.fp16 and self.device.type == "cuda") else torch.float32
+        on_gpu = self.device.type == "cuda"
+        dtype = torch.float16 if (config.fp16 and on_gpu) else torch.float32
         self.model = AutoModel.from_pretrained(self.model_dir, dtype=dtype).to(self.device).eval()
+        # Linear weights kept in bf16 under a bf16 autocast: the numbers autocast computes, minus re-casting
+        # every weight on every call (which costs more than the model itself for one short query).
+        self.cpu_bf16 = not on_gpu and config.cpu_bf16 and cpu_has_native_bf16()
+        if self.cpu_bf16:
+            for module in self.model.modules():
+                if isinstance(module, torch.nn.Linear):
+                    module.to(torch.bfloat16)
+        self.sub_batch_size = config.sub_batch_size or (1024 if on_gpu else 64)
+        self._left_padded = self.tokenizer.padding_side == "left"
         self.dim = int(self.model.config.hidden_size)
         self._identity = encoder_identity(self.model_dir, config)
-        logger.info("encoder %s on %s (%s, dim %d)", self.model_dir, self.device, dtype, self.dim)
+        logger.info(
+            "encoder %s on %s (%s, dim %d, sub-batches of %d)",
+            self.model_dir,
+            self.device,
+            "bf16 matrix products" if self.cpu_bf16 else dtype,
+            self.dim,
+            self.sub_batch_size,
+        )
 
     def identity(self) -> dict[str, Any]:
         return dict(self._identity)
@@ -98,18 +128,30 @@ class HFEncoder:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
         batch = self.tokenizer(
-            list(texts), padding=True, truncation=True, max_length=self.config.max_length, return_tensors="pt"
+            list(texts), padding=True, truncation=True, max_length=self.config.max_length, return_tensors="np"
         )
-        batch = {k: v.to(self.device, non_blocking=True) for k, v in batch.items()}
-        out = self.model(**batch)
+        lengths = batch["attention_mask"].sum(axis=1)
+        order = np.argsort(lengths, kind="stable")
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(order), self.sub_batch_size):
+            rows = order[start : start + self.sub_batch_size]
+            width = int(lengths[rows].max())
+            cols = slice(-width, None) if self._left_padded else slice(0, width)
+            feed = {k: torch.from_numpy(v[rows][:, cols]).to(self.device) for k, v in batch.items()}
+            out[rows] = self._forward(feed)
+        return out
+
+    def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cpu_bf16):
+            out = self.model(**batch)
+        hidden = out.last_hidden_state.float()
         if self.config.pooling == "cls":
-            emb = out.last_hidden_state[:, 0]
+            emb = hidden[:, 0]
         elif self.config.pooling == "pooler":
-            emb = out.pooler_output
+            emb = out.pooler_output.float()
         else:
-            mask = batch["attention_mask"].unsqueeze(-1).to(out.last_hidden_state.dtype)
-            emb = (out.last_hidden_state * mask).sum(1) / mask.sum(1).clamp(min=1)
-        emb = emb.float()
+            mask = batch["attention_mask"].unsqueeze(-1).to(hidden.dtype)
+            emb = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
         if self.config.normalize:
             emb = torch.nn.functional.normalize(emb, dim=-1)
         return emb.cpu().numpy()
