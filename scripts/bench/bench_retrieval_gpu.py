@@ -104,6 +104,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="multi-process rows: merged batches the search worker computes at once (each value: one run)",
     )
     p.add_argument("--worker-gather-ms", type=float, default=1.0, help="search worker gather window while busy")
+    p.add_argument("--worker-torch-threads", type=int, default=0, help="search worker intra-op threads (0: torch's)")
+    p.add_argument(
+        "--worker-profile", action="store_true", help="sample the search worker's batch-thread stacks (perturbs it)"
+    )
+    p.add_argument(
+        "--multiproc-only",
+        action="store_true",
+        help="only the multi-process service rows (no encoder, bare search or in-process rows; no result check)",
+    )
     p.add_argument("--no-multiproc", action="store_true", help="skip the multi-process service rows")
     p.add_argument(
         "--multiproc-concurrency", type=_ints, default=[32, 256, 1024], help="clients for the multi-process rows"

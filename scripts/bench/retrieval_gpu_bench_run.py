@@ -295,16 +295,38 @@ def prepare_corpus(path: Path, args: argparse.Namespace) -> tuple[Path, dict[str
 
 
 def _serve_multiproc_freed(
-    enc_dir: Path, dim: int, corpus: Path, args: argparse.Namespace, expected: tuple[list[str], np.ndarray]
+    enc_dir: Path, dim: int, corpus: Path, args: argparse.Namespace, expected: tuple[list[str], np.ndarray] | None
 ) -> list[dict[str, Any]]:
     import gc
+    import tempfile
 
     gc.collect()
     if args.device == "cuda":
         torch.cuda.empty_cache()
         logger.info("GPU memory before the multi-process service: %s", gpu_memory(args.device))
-    loader = RandomIndexLoader(str(enc_dir), args.device, args.num_passages, dim)
-    return serve_multiproc_points(loader, corpus, args, expected)
+    loader = RandomIndexLoader(str(enc_dir), args.device, args.num_passages, dim, profile=args.worker_profile)
+    with tempfile.TemporaryDirectory(prefix="mr-search-worker-stats-") as stats_dir:
+        return serve_multiproc_points(loader, corpus, args, expected, Path(stats_dir))
+
+
+def run_multiproc_only(args: argparse.Namespace, res: dict[str, Any], work: Path, shape: EncoderShape) -> None:
+    """Only the multi-process service rows: corpus and encoder directory, then serve (the worker builds the index)."""
+    corpus, res["setup"] = prepare_corpus(corpus_path(work, args.num_passages, args.passage_words), args)
+    enc_dir = ensure_encoder_dir(work, shape)
+    res["serving"] = _serve_multiproc_freed(enc_dir, shape.hidden, corpus, args, None)
+    nan = float("nan")
+    for r in res["serving"]:
+        st = r.get("worker_stats") or {}
+        n = max(1, st.get("batches", 0))
+        print(
+            f"{r['searcher']:<32} c={r['concurrency']:<5} {r['queries_per_s']:>8,.0f} q/s"
+            f"  p50 {r['p50_ms'] or nan:6.1f}  p99 {r['p99_ms'] or nan:6.1f} ms"
+            f"  merged batch {r['mean_batch'] or nan:6.1f}"
+            f" in {r['mean_batch_ms'] or nan:5.1f} ms  (worker so far: encode {1000 * st.get('encode_s', 0) / n:.1f}"
+            f" + index {1000 * st.get('index_s', 0) / n:.1f} ms/batch, max batch {st.get('max_batch')})"
+            f"  srv cpu {r['server_cpu_cores']:.2f}",
+            flush=True,
+        )
 
 
 def run_all(args: argparse.Namespace) -> dict[str, Any]:
@@ -316,6 +338,9 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     cache = Path(os.environ.get("MR_SEARCH_CACHE") or Path.home() / ".cache" / "mr_search")
     work = args.work_dir or cache / "bench_retrieval_gpu"
     shape = EncoderShape(args.encoder_layers, args.encoder_hidden, args.encoder_heads, args.encoder_intermediate)
+    if args.multiproc_only:
+        run_multiproc_only(args, res, work, shape)
+        return res
     setup: dict[str, float] = {}
     # The corpus (GBs of disk writes and a line-offset scan) is prepared while the encoder and index load.
     pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="corpus")

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import logging
 import os
 import subprocess
 import threading
 import time
 import urllib.request
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,64 @@ from mr_search_retrieval.multiproc import FrontOptions, serve_multiprocess
 logger = logging.getLogger(__name__)
 
 
+class TimedSearcher:
+    """In the search worker: the service's DenseSearcher, timing each merged batch (encode and index apart) and
+    sampling the stacks of the threads that run batches; all of it written as JSON to `path` every 0.25 s."""
+
+    def __init__(self, inner: Any, path: str, profile: bool = False) -> None:
+        self.inner, self.path, self.num_docs, self.profile = inner, Path(path), inner.num_docs, profile
+        self.lock = threading.Lock()
+        self.stats = {"batches": 0, "queries": 0, "batch_s": 0.0, "encode_s": 0.0, "index_s": 0.0, "max_batch": 0}
+        self.samplers: dict[int, Any] = {}
+        self._written = 0.0
+        for owner, name, key in ((inner.encoder, "encode_queries", "encode_s"), (inner.index, "search", "index_s")):
+            setattr(owner, name, self._timed(getattr(owner, name), key))
+
+    def _timed(self, fn: Any, key: str) -> Any:
+        def timed(*a: Any) -> Any:
+            t0 = time.perf_counter()
+            try:
+                return fn(*a)
+            finally:
+                with self.lock:
+                    self.stats[key] += time.perf_counter() - t0
+
+        return timed
+
+    def search(self, queries: list[str], k: int) -> Any:
+        from retrieval_gpu_serving import StackSampler
+
+        tid = threading.get_ident()
+        if self.profile and tid not in self.samplers:  # the sampler takes the GIL every 2 ms: opt-in
+            self.samplers[tid] = StackSampler(tid, interval=0.002)
+            self.samplers[tid].start()
+        t0 = time.perf_counter()
+        out = self.inner.search(queries, k)
+        with self.lock:
+            st = self.stats
+            st["batches"] += 1
+            st["queries"] += len(queries)
+            st["batch_s"] += time.perf_counter() - t0
+            st["max_batch"] = max(st["max_batch"], len(queries))
+            if time.monotonic() - self._written > 0.25:
+                self._written = time.monotonic()
+                self._write()
+        return out
+
+    def _write(self) -> None:
+        profiles = {}
+        for tid, smp in self.samplers.items():
+            n = max(1, smp.samples)
+            profiles[str(tid)] = {
+                "samples": smp.samples,
+                "own": [(k, c / n) for k, c in smp.own.most_common(12)],
+                "inclusive": [(k, c / n) for k, c in smp.inclusive.most_common(25)],
+            }
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps({**self.stats, "profiles": profiles}))
+        tmp.replace(self.path)
+
+
 @dataclass(frozen=True)
 class RandomIndexLoader:
     """Picklable loader run in the search worker: the encoder directory and seeded random index of the parent."""
@@ -38,6 +97,8 @@ class RandomIndexLoader:
     num_passages: int
     dim: int
     max_length: int = 256
+    stats_path: str | None = None  # when set: the searcher is a TimedSearcher writing its stats there
+    profile: bool = False  # TimedSearcher also samples the stacks of its batch threads
 
     def __call__(self, config: ServerConfig) -> tuple[Any, CorpusStore]:
         import torch
@@ -49,7 +110,19 @@ class RandomIndexLoader:
         encoder = HFEncoder(EncoderConfig(model_dir=self.encoder_dir, device=self.device, max_length=self.max_length))
         dtype = torch.float16 if self.device == "cuda" else torch.float32
         index = TorchExactIndex.from_random(self.num_passages, self.dim, device=self.device, dtype=dtype)
-        return DenseSearcher(encoder, index), CorpusStore(config.corpus)
+        searcher: Any = DenseSearcher(encoder, index)
+        if self.stats_path:
+            searcher = TimedSearcher(searcher, self.stats_path, self.profile)
+        return searcher, CorpusStore(config.corpus)
+
+
+def read_worker_stats(path: str | None) -> dict[str, Any]:
+    if not path:
+        return {}
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return {}
 
 
 def _spawned_children_cpu() -> float:
@@ -87,16 +160,23 @@ class MultiProcServed:
     """`serve_multiprocess` in a background thread of this process (its worker and fronts are processes)."""
 
     def __init__(
-        self, config: ServerConfig, loader: RandomIndexLoader, fronts: int, inflight: int = 2, gather_ms: float = 1.0
+        self,
+        config: ServerConfig,
+        loader: RandomIndexLoader,
+        fronts: int,
+        inflight: int = 2,
+        gather_ms: float = 1.0,
+        torch_threads: int = 0,
     ) -> None:
         self.url = f"http://127.0.0.1:{config.port}"
         self.loop_thread_id = None
         self._stop = threading.Event()
         self._status: list[int] = []
         # On a CPU smoke run the worker shares 2 cores with the fronts: one intra-op thread avoids OpenMP thrash.
+        self.stats_path = loader.stats_path
         self.options = FrontOptions(
             log_level="warning",
-            torch_threads=1 if loader.device == "cpu" else 0,
+            torch_threads=torch_threads or (1 if loader.device == "cpu" else 0),
             worker_inflight=inflight,
             worker_gather_ms=gather_ms,
         )
@@ -136,7 +216,9 @@ class MultiProcServed:
             return json.loads(resp.read())
 
     def batch_stats(self) -> tuple[int, float, float]:
-        return (0, 0.0, 0.0)  # /metrics is per front process; no single batch histogram to read
+        """(merged batches, queries, seconds computing) of the search worker so far, from its stats file."""
+        st = read_worker_stats(self.stats_path)
+        return (st.get("batches", 0), float(st.get("queries", 0)), st.get("batch_s", 0.0))
 
     @staticmethod
     def cpu_seconds() -> float:
@@ -147,7 +229,8 @@ def serve_multiproc_points(
     loader: RandomIndexLoader,
     corpus: Path,
     args: argparse.Namespace,
-    expected: tuple[list[str], np.ndarray],
+    expected: tuple[list[str], np.ndarray] | None,
+    stats_dir: Path | None = None,
 ) -> list[dict[str, Any]]:
     """For each front count: start the service once, check its documents, drive it at each concurrency."""
     rows = []
@@ -161,13 +244,20 @@ def serve_multiproc_points(
             http_workers=fronts,
         )
         label = f"multiproc_{fronts}_fronts_inflight{inflight}"
-        with MultiProcServed(config, loader, fronts, inflight, args.worker_gather_ms) as served:
-            check = check_consistency(served, lambda _q, _k: (None, expected[1]), expected[0], args.topk)  # type: ignore[arg-type]
+        run_loader = replace(loader, stats_path=str(stats_dir / f"{label}.json")) if stats_dir else loader
+        threads = args.worker_torch_threads
+        with MultiProcServed(config, run_loader, fronts, inflight, args.worker_gather_ms, threads) as served:
+            if expected is not None:
+                check = check_consistency(served, lambda _q, _k: (None, expected[1]), expected[0], args.topk)  # type: ignore[arg-type]
             memory = _gpu_memory_used() if loader.device == "cuda" else None
             for conc in args.multiproc_concurrency:
                 row = drive(served, conc, args.client_procs, args.duration, args.warmup, args.topk, 1)
-                row.update(searcher=label, max_batch_size=args.multiproc_max_batch_size, consistent=check["same_ids"])
+                consistent = check["same_ids"] if expected is not None else None
+                row.update(searcher=label, max_batch_size=args.multiproc_max_batch_size, consistent=consistent)
                 row.update(worker_inflight=inflight, http_fronts=fronts, gpu_memory_used=memory)
+                stats = read_worker_stats(run_loader.stats_path)
+                if stats:  # cumulative since the service started: encode vs index time, batch-thread stack samples
+                    row["worker_stats"] = stats
                 logger.info(
                     "%s c=%d: %.0f q/s p50 %.1f ms p99 %.1f ms",
                     label,
