@@ -37,8 +37,8 @@ class FrontOptions:
     graceful_timeout: float = 30.0
     backlog: int = 2048
     torch_threads: int = 0  # intra-op CPU threads of the search worker (0: torch's default)
-    worker_inflight: int = 2  # merged batches the search worker computes at once (CPU prep overlaps GPU work)
-    worker_gather_ms: float = 1.0  # while a batch is in flight, how long the next one waits for more fronts
+    worker_inflight: int = 1  # merged batches the search worker computes at once (threads, one CUDA stream each)
+    worker_gather_ms: float = 3.0  # after one front's batch, how long the worker waits for the other idle fronts
 
     def __post_init__(self) -> None:
         if self.worker_inflight < 1:

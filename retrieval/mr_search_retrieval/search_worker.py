@@ -5,16 +5,21 @@ Every HTTP front process holds one duplex `Connection` to it and sends `(queries
 the merged batch and sends each front its rows back as `(True, (scores, ids))` or `(False, message)`.
 While a batch computes, the next ones queue in the pipes, so batches grow with load by themselves.
 
-Up to `inflight` merged batches run at once (threads of this process): while one batch's GPU work runs,
-the next is tokenized and its kernels are queued, so the GPU does not wait on the CPU side. While
-another batch is in flight, a new one gathers requests for up to `gather_s` after the first arrives
-(more fronts per batch: every batch reads the whole index once, so few larger batches beat many small).
+After the first front's batch arrives, the worker waits up to `gather_s` for the other idle fronts
+(every batch has a fixed cost: encoder kernel launches, one pass over the whole index; so one batch of
+all fronts beats one per front, and fronts answered together stay in phase). Up to `inflight` merged
+batches can run at once (threads, each on its own CUDA stream); on one GPU with a Python-dispatched
+encoder, 1 measured best (issue 7): two batch threads fight over the GIL and the GPU.
+
+On a GPU the worker runs torch with one intra-op CPU thread and the tokenizer without its thread pool
+unless told otherwise: the GPU does the work, and spare CPU threads only contend with the HTTP fronts.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
@@ -69,10 +74,16 @@ class _Live:
         self.conns = list(conns)
         self.lock = threading.Lock()
         self.busy = 0  # merged batches computing now
+        self.waiting: set[int] = set()  # id() of connections whose front waits for a reply (sends nothing now)
 
     def snapshot(self) -> list[Connection]:
         with self.lock:
             return list(self.conns)
+
+    def idle(self) -> list[Connection]:
+        """Open connections whose front has no batch with us: only these can send a new batch."""
+        with self.lock:
+            return [c for c in self.conns if id(c) not in self.waiting]
 
     def drop(self, conn: Connection) -> None:
         with self.lock:
@@ -93,8 +104,9 @@ def _receive(ready: list[Any], live: _Live) -> list[tuple[Connection, list[str],
 
 
 def _collect(live: _Live, gather_s: float) -> list[tuple[Connection, list[str], int]]:
-    """Block until some front sends a batch; then, if `gather_s` > 0, take what other fronts send within it."""
-    current = live.snapshot()
+    """Block until some front sends a batch; then take what the other idle fronts send within `gather_s`
+    (ending early once every idle front has sent)."""
+    current = live.idle()
     if not current:
         return []
     ready = wait(current)
@@ -160,6 +172,7 @@ def _answer(
     finally:
         with live.lock:
             live.busy -= 1
+            live.waiting.difference_update(id(c) for c, _, _ in requests)
         slots.release()
 
 
@@ -167,7 +180,9 @@ def serve_batches(searcher: Searcher, conns: list[Connection], inflight: int = 1
     """Answer batches from every connection until all of them are closed; returns the number of merged batches.
 
     inflight: merged batches computing at once (threads; the searcher must be thread-safe for > 1).
-    gather_s: while another batch is in flight, how long a new batch waits for more fronts after the first.
+    gather_s: after a front's batch arrives, how long to wait for the other idle fronts' batches (ends as soon as
+    all of them have sent). Every batch has a fixed cost (kernel launches, one pass over the index), so merging
+    fronts pays; it also keeps the fronts in phase: answered together, they send their next batches together.
     """
     if inflight < 1 or gather_s < 0:
         raise ValueError(f"inflight must be >= 1 and gather_s >= 0, got {inflight} and {gather_s}")
@@ -179,17 +194,28 @@ def serve_batches(searcher: Searcher, conns: list[Connection], inflight: int = 1
             slots.acquire()  # a batch thread is free
             if not live.snapshot():
                 break
-            with live.lock:
-                busy = live.busy
-            requests = _collect(live, gather_s if busy else 0.0)
+            requests = _collect(live, gather_s)
             if not requests:
                 slots.release()
                 continue
             merged += 1
             with live.lock:
                 live.busy += 1
+                live.waiting.update(id(c) for c, _, _ in requests)
             pool.submit(_answer, searcher, requests, live, slots, inflight > 1)
     return merged
+
+
+def _serves_on_gpu(config: ServerConfig) -> bool:
+    """A dense searcher whose encoder and index both run on CUDA ('auto' resolves to it when a GPU is visible)."""
+    if config.retriever != "dense":
+        return False
+    import torch
+
+    def on_cuda(device: str) -> bool:
+        return device in ("auto", "cuda") or device.startswith("cuda:")
+
+    return torch.cuda.is_available() and on_cuda(config.encoder.device) and on_cuda(config.index_device)
 
 
 def run_search_worker(
@@ -206,6 +232,11 @@ def run_search_worker(
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: fronts drain through us first
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s[worker]: %(message)s")
     try:
+        if torch_threads == 0 and _serves_on_gpu(config):
+            # Measured on an H200 (issue 7): torch's 16 CPU threads + the tokenizer's pool tripled encode time
+            # under HTTP load (42 vs 12-14 ms per merged batch); the GPU needs one thread to feed it.
+            torch_threads = 1
+            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         if torch_threads > 0:  # on a CPU box the fronts need cores too: oversubscribed OpenMP threads crawl
             import torch
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
-from mr_search_retrieval.build_index import add_encoder_args, encoder_config_from_args
 from mr_search_retrieval.config import BatcherConfig, LimitsConfig, ServerConfig
 
 logger = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from mr_search_retrieval.build_index import add_encoder_args  # loads torch: see main()
+
     p = argparse.ArgumentParser(prog="mr-search-retrieval", description=__doc__)
     b, lim = BatcherConfig(), LimitsConfig()
     g = p.add_argument_group("index and corpus")
@@ -50,15 +52,16 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--worker-inflight",
         type=int,
-        default=2,
-        help="with --http-workers: merged batches the search worker computes at once (2: tokenizing and queueing "
-        "the next batch overlaps the GPU work of the current one)",
+        default=1,
+        help="with --http-workers: merged batches the search worker computes at once (threads, one CUDA stream "
+        "each; 1 measured best with one GPU)",
     )
     g.add_argument(
         "--worker-gather-ms",
         type=float,
-        default=1.0,
-        help="with --http-workers: while a batch is in flight, how long the next one waits for more fronts",
+        default=3.0,
+        help="with --http-workers: after one front's batch arrives, how long the search worker waits for the "
+        "other fronts' batches (ends early once all have sent); merges them into one encode+search",
     )
     g.add_argument("--torch-threads", type=int, default=0, help="intra-op CPU threads for the encoder (0: torch's)")
     g.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to finish in-flight requests")
@@ -67,6 +70,8 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    from mr_search_retrieval.build_index import encoder_config_from_args
+
     encoder = encoder_config_from_args(args)
     index_dir, corpus = args.index_dir, args.corpus
     if index_dir is None:
@@ -96,6 +101,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # Before torch loads its OpenMP runtime: idle OpenMP threads sleep instead of spinning, so the encoder's
+    # threads do not burn the cores that HTTP and the batcher need (3-4x the throughput on a busy 2-core box).
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:

@@ -61,7 +61,23 @@ def test_two_batches_in_flight_overlap_and_each_front_gets_its_own_rows() -> Non
     assert not worker.is_alive()
 
 
-def test_while_a_batch_is_in_flight_the_next_one_gathers_the_fronts_that_send_soon_after() -> None:
+def test_the_worker_waits_for_the_other_fronts_but_goes_as_soon_as_all_have_sent() -> None:
+    searcher = MeetingSearcher(meet=1)
+    worker, _, fronts = _start(searcher, 3, inflight=1, gather_s=30.0)  # a window far longer than the test
+    fronts[0].send((["q 1"], 1))
+    time.sleep(0.2)
+    fronts[1].send((["q 2"], 1))
+    time.sleep(0.1)
+    fronts[2].send((["q 3"], 1))
+    assert all(f.poll(10) for f in fronts), "the merged batch must not wait out the window once every front sent"
+    assert [f.recv()[1][1].tolist() for f in fronts] == [[[1]], [[2]], [[3]]]
+    assert searcher.batches == [["q 1", "q 2", "q 3"]]  # one encode+search for the three fronts
+    for f in fronts:
+        f.close()
+    worker.join(10)
+
+
+def test_while_a_batch_is_in_flight_the_idle_fronts_are_merged_into_the_next() -> None:
     searcher = MeetingSearcher(meet=1)
     release = threading.Event()
     plain_search = searcher.search
@@ -72,17 +88,18 @@ def test_while_a_batch_is_in_flight_the_next_one_gathers_the_fronts_that_send_so
         return plain_search(queries, k)
 
     searcher.search = slow_first  # type: ignore[method-assign]
-    worker, remotes, fronts = _start(searcher, 3, inflight=2, gather_s=0.5)
+    worker, remotes, fronts = _start(searcher, 3, inflight=2, gather_s=0.3)
     t0 = threading.Thread(target=remotes[0].search, args=(["q 0"], 1))
     t0.start()
-    time.sleep(0.2)
+    time.sleep(0.6)  # batch 1 (front 0 alone: the others sent nothing within the window) is computing
     fronts[1].send((["q 5"], 1))
     time.sleep(0.05)  # within the gather window of the second batch
     fronts[2].send((["q 7"], 1))
     assert fronts[1].recv()[1][1].tolist() == [[5]] and fronts[2].recv()[1][1].tolist() == [[7]]
+    assert not release.is_set()  # answered while batch 1 is still in flight
     release.set()
     t0.join(10)
-    assert sorted(map(tuple, searcher.batches)) == [("q 0",), ("q 5", "q 7")]  # fronts 1 and 2 merged
+    assert sorted(searcher.batches) == [["q 0"], ["q 5", "q 7"]]  # fronts 1 and 2 merged (q 0 is recorded last)
     for f in fronts:
         f.close()
     worker.join(10)
