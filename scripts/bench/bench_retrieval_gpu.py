@@ -103,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
         default=[1, 2],
         help="multi-process rows: merged batches the search worker computes at once (each value: one run)",
     )
-    p.add_argument("--worker-gather-ms", type=float, default=1.0, help="search worker gather window while busy")
+    p.add_argument("--worker-gather-ms", type=float, default=3.0, help="search worker: wait for the other fronts")
     p.add_argument("--worker-torch-threads", type=int, default=0, help="search worker intra-op threads (0: torch's)")
     p.add_argument(
         "--worker-profile", action="store_true", help="sample the search worker's batch-thread stacks (perturbs it)"
