@@ -85,8 +85,11 @@ def _loo_per_group(values: torch.Tensor, present: torch.Tensor, group_rows: dict
         if n == 1:
             out[members] = x.new_zeros((1,))
             continue
-        others_mean = (x.sum() - x) / (n - 1)
-        out[members] = x - others_mean
+        # The original also forms the sums of squares for its (switched-off) std option: computed, then unused.
+        total, squares = x.sum(), (x * x).sum()
+        others = n - 1
+        others_sum, _others_squares = total - x, squares - x * x
+        out[members] = x - others_sum / others
     return out
 
 
@@ -145,7 +148,9 @@ def reference_grpo_prm_step(
             cumulative[:, s] = cumulative[:, s] * (last_valid >= s).to(dtype)
         step_advantages = cumulative.gather(1, step_ids.clamp(min=0)) * valid.to(dtype)
         step_advantages = step_advantages * response_mask.to(dtype)
-        return step_advantages * response_mask.to(dtype)  # the original masks once more when it sums ORM and PRM
+        advantages = step_advantages * response_mask.to(dtype)  # the original masks once more when it sums ORM and PRM
+        _returns = advantages.clone()  # the original returns (advantages, returns=a copy)
+        return advantages
 
 
 def vectorized(batch: dict, gamma: float = 1.0) -> torch.Tensor:
