@@ -100,7 +100,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--worker-inflight",
         type=_ints,
-        default=[1, 2],
+        default=[1],
         help="multi-process rows: merged batches the search worker computes at once (each value: one run)",
     )
     p.add_argument("--worker-gather-ms", type=float, default=3.0, help="search worker: wait for the other fronts")
