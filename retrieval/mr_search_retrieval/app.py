@@ -7,7 +7,7 @@ import json
 import logging
 import math
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, PlainTextResponse, Response
 from pydantic import ValidationError
+from starlette.requests import ClientDisconnect
+from starlette.types import Receive, Scope, Send
 
 from mr_search_retrieval.batcher import MicroBatcher, QueueFullError
 from mr_search_retrieval.config import LimitsConfig, ServerConfig
@@ -68,6 +70,38 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(chunks)
 
 
+async def _receive_body(scope: Scope, receive: Receive, limit: int) -> bytes:
+    """`_read_body` for a plain ASGI handler."""
+    for name, value in scope["headers"]:
+        if name == b"content-length" and value.isdigit() and int(value) > limit:
+            raise RequestError(f"request body of {value.decode()} bytes exceeds the limit max_body_bytes={limit}")
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise ClientDisconnect()
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > limit:
+            raise RequestError(f"request body exceeds the limit max_body_bytes={limit}")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _well_formed(payload: Any) -> tuple[list[str], int | None, bool] | None:
+    """The fields of a request that `RetrieveRequest` would accept as they are, checked without building the model
+    (a tenth of its cost); None for anything else, which pydantic then validates and words the error for."""
+    if type(payload) is not dict:
+        return None
+    queries, topk, scores = payload.get("queries"), payload.get("topk"), payload.get("return_scores", False)
+    if type(queries) is not list or not (topk is None or type(topk) is int) or type(scores) is not bool:
+        return None
+    if not all(type(q) is str for q in queries):
+        return None
+    return queries, topk, scores
+
+
 def parse_request(body: bytes, limits: LimitsConfig, default_topk: int) -> tuple[list[str], int, bool]:
     """Validate a /retrieve body; every rejection names the field or limit that was broken."""
     if not body.strip():
@@ -76,30 +110,34 @@ def parse_request(body: bytes, limits: LimitsConfig, default_topk: int) -> tuple
         payload = json.loads(body)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise RequestError(f"request body is not valid JSON ({err})") from err
-    try:
-        req = RetrieveRequest.model_validate(payload)
-    except ValidationError as err:
-        parts = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors()[:5]]
-        raise RequestError("invalid request: " + "; ".join(parts)) from err
-    if not req.queries:
+    fields = _well_formed(payload)
+    if fields is None:
+        try:
+            req = RetrieveRequest.model_validate(payload)
+        except ValidationError as err:
+            parts = [f"{'.'.join(map(str, e['loc'])) or 'body'}: {e['msg']}" for e in err.errors()[:5]]
+            raise RequestError("invalid request: " + "; ".join(parts)) from err
+        fields = req.queries, req.topk, req.return_scores
+    queries, req_topk, return_scores = fields
+    if not queries:
         raise RequestError("queries is empty; send at least one query string")
-    if len(req.queries) > limits.max_queries_per_request:
+    if len(queries) > limits.max_queries_per_request:
         raise RequestError(
-            f"{len(req.queries)} queries exceed the limit max_queries_per_request={limits.max_queries_per_request}"
+            f"{len(queries)} queries exceed the limit max_queries_per_request={limits.max_queries_per_request}"
         )
-    for i, q in enumerate(req.queries):
+    for i, q in enumerate(queries):
         if not q.strip():
             raise RequestError(f"queries.{i} is empty or blank; every query needs some text")
         if len(q) > limits.max_query_chars:
             raise RequestError(
                 f"queries.{i} has {len(q)} characters, over the limit max_query_chars={limits.max_query_chars}"
             )
-    topk = default_topk if req.topk is None else req.topk
+    topk = default_topk if req_topk is None else req_topk
     if topk < 1:
         raise RequestError(f"topk must be >= 1 (or null for the server default {default_topk}), got {topk}")
     if topk > limits.max_topk:
         raise RequestError(f"topk={topk} exceeds the limit max_topk={limits.max_topk}")
-    return req.queries, topk, req.return_scores
+    return queries, topk, return_scores
 
 
 def _score(value: float) -> bytes:
@@ -137,8 +175,28 @@ def _render_parsed(corpus: CorpusStore, hits: list, return_scores: bool) -> byte
     return json.dumps({"result": result}, ensure_ascii=False).encode()
 
 
-def _error(status: int, message: str, headers: dict[str, str] | None = None) -> JSONResponse:
-    return JSONResponse({"detail": message}, status_code=status, headers=headers)
+def _error_body(message: str) -> bytes:
+    return json.dumps({"detail": message}).encode()
+
+
+class RetrievalApp(FastAPI):
+    """A FastAPI app whose hot path, POST /retrieve, goes straight to a plain ASGI handler: no routing, dependency
+    solving or middleware stack, about half the server's HTTP CPU per request (scripts/bench/bench_retrieval_server.py).
+    The FastAPI route of the same handler stays for the OpenAPI page and the schema; middleware added with
+    `add_middleware` does not see /retrieve."""
+
+    retrieve_asgi: Callable[[Scope, Receive, Send], Awaitable[None]] | None = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if (
+            self.retrieve_asgi is not None
+            and scope["type"] == "http"
+            and scope["path"] == "/retrieve"
+            and scope["method"] == "POST"
+        ):
+            await self.retrieve_asgi(scope, receive, send)
+        else:
+            await super().__call__(scope, receive, send)
 
 
 def create_app(config: ServerConfig, loader: Loader = default_loader) -> FastAPI:
@@ -170,7 +228,7 @@ def create_app(config: ServerConfig, loader: Loader = default_loader) -> FastAPI
             state.corpus.close()
             logger.info("retrieval service stopped")
 
-    app = FastAPI(
+    app = RetrievalApp(
         title="MR-Search retrieval service",
         description="Search-R1-compatible /retrieve with cross-request micro-batching (dense or BM25).",
         lifespan=lifespan,
@@ -178,6 +236,43 @@ def create_app(config: ServerConfig, loader: Loader = default_loader) -> FastAPI
     app.state.mr_search = state
     app.state.metrics = metrics
     request_schema = RetrieveRequest.model_json_schema()
+
+    async def answer(read_body: Callable[[], Awaitable[bytes]]) -> tuple[int, bytes, list[tuple[bytes, bytes]]]:
+        """Status, JSON body and extra headers of one /retrieve call; ClientDisconnect propagates."""
+        start = time.perf_counter()
+        n_queries = 0
+        headers: list[tuple[bytes, bytes]] = []
+        try:
+            if not state.ready or state.batcher is None:
+                raise RequestError("the index is not loaded yet (or the server is shutting down); retry shortly", 503)
+            body = await read_body()
+            queries, topk, return_scores = parse_request(body, config.limits, config.default_topk)
+            n_queries = len(queries)
+            hits = await state.batcher.submit(queries, topk)
+            status, payload = 200, _render_result(state.corpus, hits, return_scores)
+        except ClientDisconnect:
+            raise
+        except RequestError as err:
+            status, payload = err.status, _error_body(str(err))
+        except QueueFullError as err:
+            status, payload = 429, _error_body(str(err))
+            headers.append((b"retry-after", str(err.retry_after).encode()))
+        except Exception as err:
+            logger.exception("retrieval failed")
+            status, payload = 500, _error_body(f"retrieval failed: {type(err).__name__}: {err}")
+        metrics.observe_request(status, n_queries, time.perf_counter() - start)
+        return status, payload, headers
+
+    async def retrieve_asgi(scope: Scope, receive: Receive, send: Send) -> None:
+        try:
+            status, payload, headers = await answer(lambda: _receive_body(scope, receive, config.limits.max_body_bytes))
+        except ClientDisconnect:
+            return  # nobody to answer; queued queries of the request were not submitted
+        headers += [(b"content-type", b"application/json"), (b"content-length", str(len(payload)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": payload})
+
+    app.retrieve_asgi = retrieve_asgi
 
     @app.post(
         "/retrieve",
@@ -187,27 +282,16 @@ def create_app(config: ServerConfig, loader: Loader = default_loader) -> FastAPI
     )
     async def retrieve(request: Request) -> Response:
         """Top-k passages per query, best first; `{document, score}` items when return_scores is true."""
-        start = time.perf_counter()
-        n_queries = 0
         try:
-            if not state.ready or state.batcher is None:
-                raise RequestError("the index is not loaded yet (or the server is shutting down); retry shortly", 503)
-            body = await _read_body(request, config.limits.max_body_bytes)
-            queries, topk, return_scores = parse_request(body, config.limits, config.default_topk)
-            n_queries = len(queries)
-            hits = await state.batcher.submit(queries, topk)
-            response: Response = Response(
-                _render_result(state.corpus, hits, return_scores), media_type="application/json"
-            )
-        except RequestError as err:
-            response = _error(err.status, str(err))
-        except QueueFullError as err:
-            response = _error(429, str(err), headers={"Retry-After": str(err.retry_after)})
-        except Exception as err:
-            logger.exception("retrieval failed")
-            response = _error(500, f"retrieval failed: {type(err).__name__}: {err}")
-        metrics.observe_request(response.status_code, n_queries, time.perf_counter() - start)
-        return response
+            status, payload, headers = await answer(lambda: _read_body(request, config.limits.max_body_bytes))
+        except ClientDisconnect:
+            return Response(status_code=400)  # the client is gone: nobody reads this
+        return Response(
+            payload,
+            status_code=status,
+            headers={k.decode(): v.decode() for k, v in headers},
+            media_type="application/json",
+        )
 
     @app.get("/health", response_model=HealthResponse, responses={503: {"model": HealthResponse}})
     async def health() -> JSONResponse:

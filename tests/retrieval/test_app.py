@@ -134,3 +134,26 @@ def test_limits_are_configurable(small_corpus, hash_loader, test_client_cls) -> 
         assert len(c.post("/retrieve", json={"queries": ["a"]}).json()["result"][0]) == 2
         r = c.post("/retrieve", json={"queries": ["a", "b", "c"]})
         assert r.status_code == 422 and "max_queries_per_request=2" in r.json()["detail"]
+
+
+def test_fast_path_and_fastapi_route_answer_alike(hash_config: ServerConfig, hash_loader, test_client_cls) -> None:
+    """POST /retrieve skips FastAPI's routing; its FastAPI route (kept for /docs) must give the same answers."""
+    requests = [
+        {"queries": ["amber cedar", "delta"], "topk": 2, "return_scores": True},
+        {"queries": ["granite"], "topk": None},
+        {"queries": ["iris"], "topk": 0},  # 422 naming topk
+        {"queries": "not a list"},  # 422 worded by pydantic
+    ]
+    app = create_app(hash_config, loader=hash_loader)
+    assert app.retrieve_asgi is not None
+    with test_client_cls(app) as c:
+        fast = [c.post("/retrieve", json=body) for body in requests]
+        fast.append(c.post("/retrieve", content=b"{not json", headers={"content-type": "application/json"}))
+        app.retrieve_asgi = None
+        routed = [c.post("/retrieve", json=body) for body in requests]
+        routed.append(c.post("/retrieve", content=b"{not json", headers={"content-type": "application/json"}))
+    assert [r.status_code for r in fast] == [200, 200, 422, 422, 422]
+    assert [(r.status_code, r.content, r.headers["content-type"]) for r in fast] == [
+        (r.status_code, r.content, r.headers["content-type"]) for r in routed
+    ]
+    assert "queries" in fast[3].json()["detail"] and "topk" in fast[2].json()["detail"]
