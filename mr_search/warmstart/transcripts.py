@@ -1,15 +1,19 @@
 """Synthetic meta-episode transcripts over the embedded world: what the warm-started policy imitates.
 
-Each transcript is one question answered in K attempts, written the way the MR-Search agent should act:
-think, search the asked-about entity (then the bridge entity for two hops), read passages, answer; after the
-reflection turn, either keep a supported answer or search again. Some leading attempts search vaguely (the whole
-question) and answer wrong (a same-type answer of another question, or the bridge entity of a two-hop question),
-so the policy sees mistakes followed by corrections.
+Each transcript is one question answered in K attempts, written the way the MR-Search agent should act, in a
+form a 2-layer policy can learn: every query is a verbatim span (the asked-about entity's name, copied from
+the question; the bridge entity's name, copied from a passage; on a retry, the question itself) and every
+answer is a verbatim span of a passage shown in the context. Some first attempts slip in a grounded way: a
+two-hop question answered with the bridge entity (no second search), or a one-hop question answered with the
+same-kind name that a twin's or distractor's passage among the results shows. The next attempt then goes on
+(searches the bridge entity) or searches again with the whole question; after a right attempt, later attempts
+keep the answer. Answers never come from nowhere: a policy that imitates these has to read.
 """
 
 from __future__ import annotations
 
 import random
+import re
 from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -25,6 +29,7 @@ THINK_BRIDGE = "I found {bridge}. I need to search for it."
 THINK_ANSWER = "I found the answer."
 THINK_RETRY = "My previous answer may be wrong. I will search again."
 THINK_KEEP = "My previous answer is supported by the passages."
+THINK_RETRY_BRIDGE = "My previous answer may be wrong. I found {bridge}. I need to search for it."
 
 
 @dataclass(frozen=True)
@@ -52,13 +57,14 @@ class TranscriptConfig:
     Attributes:
         attempts: attempts per transcript (K).
         topk: passages per search (paper: 3).
-        p_wrong: chance that each attempt before the first right one is wrong (at most K - 1 are wrong).
+        p_wrong: chance that the first attempt slips (when K > 1 and the passages offer a grounded slip);
+            the attempts after it are right.
         seed: the random seed; the same seed and world give the same transcripts.
     """
 
     attempts: int = 3
     topk: int = 3
-    p_wrong: float = 0.5
+    p_wrong: float = 0.35
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -68,6 +74,19 @@ class TranscriptConfig:
             raise ValueError(f"TranscriptConfig.topk={self.topk}: use at least 1")
         if not 0.0 <= self.p_wrong < 1.0:
             raise ValueError(f"TranscriptConfig.p_wrong={self.p_wrong}: use a probability in [0, 1)")
+
+
+@dataclass(frozen=True)
+class Attempt:
+    """A wrong attempt and the kind of slip it shows (``bridge``: stopped at the first hop; ``misread``)."""
+
+    kind: Literal["bridge", "misread"]
+    turns: tuple[Turn, ...]
+
+
+def question_query(row: Mapping[str, Any]) -> str:
+    """The question itself as a query (its words verbatim, without the question mark)."""
+    return str(row["question"]).strip().rstrip("?").strip()
 
 
 def search_turn(think: str, query: str) -> str:
@@ -94,61 +113,82 @@ class TranscriptBuilder:
             docs = [*docs[: self.config.topk - 1], self.index.doc(gold_id)]
         return Turn("information", format_passages(docs))
 
-    def _wrong_answer(self, rng: random.Random, row: Mapping[str, Any]) -> str:
+    def _confuser(self, row: Mapping[str, Any], information: str) -> str | None:
+        """A same-kind answer of another question that the passages show (a twin's or a distractor's)."""
         golds = {str(a).lower() for a in row["golden_answers"]}
-        pool = [a for a in self._answers_by_relation[str(row.get("relation", ""))] if a.lower() not in golds]
-        return rng.choice(pool) if pool else "unknown"
+        for candidate in self._answers_by_relation[str(row.get("relation", ""))]:
+            if candidate.lower() not in golds and re.search(rf"\b{re.escape(candidate)}\b", information):
+                return candidate
+        return None
 
-    def _right_attempt(self, row: Mapping[str, Any], retry: bool) -> tuple[Turn, ...]:
+    def _right_attempt(self, row: Mapping[str, Any], retry: Attempt | None) -> tuple[Turn, ...]:
         gold_ids = [str(d) for d in row["gold_doc_ids"]]
         answer = str(row["golden_answers"][0])
-        subject = str(self.index.doc(gold_ids[0])["title"])  # the asked-about entity: a precise query
-        turns = [
-            Turn("model", search_turn(THINK_RETRY if retry else THINK_SEARCH, subject)),
-            self._information(subject, gold_ids[0]),
-        ]
-        if len(gold_ids) > 1:  # two hops: the bridge entity named in the first passage is searched next
-            bridge = str(self.index.doc(gold_ids[1])["title"])
-            turns += [
-                Turn("model", search_turn(THINK_BRIDGE.format(bridge=bridge), bridge)),
-                self._information(bridge, gold_ids[1]),
-            ]
+        subject = str(self.index.doc(gold_ids[0])["title"])  # the asked-about entity, verbatim in the question
+        bridge = str(self.index.doc(gold_ids[1])["title"]) if len(gold_ids) > 1 else None
+        turns: list[Turn] = []
+        if retry is not None and retry.kind == "bridge" and bridge is not None:
+            # The previous attempt stopped at the bridge entity: go on from its passages with the second hop.
+            turns.append(Turn("model", search_turn(THINK_RETRY_BRIDGE.format(bridge=bridge), bridge)))
+            turns.append(self._information(bridge, gold_ids[1]))
+        else:
+            # The first try searches the entity's name; a retry after a misread searches the whole question.
+            query = subject if retry is None else question_query(row)
+            turns.append(Turn("model", search_turn(THINK_SEARCH if retry is None else THINK_RETRY, query)))
+            turns.append(self._information(query, gold_ids[0]))
+            if bridge is not None:  # two hops: the bridge entity named in the first passage is searched next
+                turns.append(Turn("model", search_turn(THINK_BRIDGE.format(bridge=bridge), bridge)))
+                turns.append(self._information(bridge, gold_ids[1]))
         turns.append(Turn("model", answer_turn(THINK_ANSWER, answer)))
         return tuple(turns)
 
-    def _wrong_attempt(self, rng: random.Random, row: Mapping[str, Any], retry: bool) -> tuple[Turn, ...]:
-        # A vaguer query (the whole question), then a plausible wrong answer.
+    def _wrong_attempt(self, row: Mapping[str, Any], retry: Attempt | None) -> Attempt | None:
+        """A grounded slip (the answer is read from the passages), or None when the passages offer none.
+
+        Two hops: the bridge entity given as the answer, without the second search. One hop: the
+        same-kind answer that a twin's or distractor's passage among the results shows.
+        """
         gold_ids = [str(d) for d in row["gold_doc_ids"]]
-        query = str(row["question"]).rstrip("?")
-        if len(gold_ids) > 1 and rng.random() < 0.5:  # the classic two-hop slip: answering the bridge entity
-            wrong = str(self.index.doc(gold_ids[1])["title"])
+        subject = str(self.index.doc(gold_ids[0])["title"])
+        think = THINK_SEARCH if retry is None else THINK_RETRY
+        search = Turn("model", search_turn(think, subject))
+        information = self._information(subject, gold_ids[0])
+        if len(gold_ids) > 1:
+            wrong: str | None = str(self.index.doc(gold_ids[1])["title"])
+            kind = "bridge"
         else:
-            wrong = self._wrong_answer(rng, row)
-        return (
-            Turn("model", search_turn(THINK_RETRY if retry else THINK_SEARCH, query)),
-            self._information(query, None),
-            Turn("model", answer_turn(THINK_ANSWER, wrong)),
-        )
+            wrong = self._confuser(row, information.text)
+            kind = "misread"
+        if wrong is None:
+            return None
+        return Attempt(kind, (search, information, Turn("model", answer_turn(THINK_ANSWER, wrong))))
 
     def build(self, row: Mapping[str, Any], rng: random.Random) -> Transcript:
         """One transcript for ``row``; ``rng`` decides how many leading attempts are wrong."""
-        wrong = 0
-        while wrong < self.config.attempts - 1 and rng.random() < self.config.p_wrong:
-            wrong += 1
         answer = str(row["golden_answers"][0])
         attempts: list[tuple[Turn, ...]] = []
-        for index in range(self.config.attempts):
-            if index < wrong:
-                attempts.append(self._wrong_attempt(rng, row, retry=index > 0))
-            elif index == wrong:
-                attempts.append(self._right_attempt(row, retry=index > 0))
-            else:
+        correct: list[bool] = []
+        previous: Attempt | None = None
+        while len(attempts) < self.config.attempts:
+            if correct and correct[-1]:
                 attempts.append((Turn("model", answer_turn(THINK_KEEP, answer)),))
+                correct.append(True)
+                continue
+            slip = None
+            if not attempts and self.config.attempts > 1 and rng.random() < self.config.p_wrong:
+                slip = self._wrong_attempt(row, previous)
+            if slip is not None:
+                attempts.append(slip.turns)
+                correct.append(False)
+                previous = slip
+                continue
+            attempts.append(self._right_attempt(row, previous))
+            correct.append(True)
         return Transcript(
             question=str(row["question"]),
             golden_answers=tuple(str(a) for a in row["golden_answers"]),
             attempts=tuple(attempts),
-            correct=tuple(index >= wrong for index in range(self.config.attempts)),
+            correct=tuple(correct),
         )
 
 

@@ -30,30 +30,76 @@ def test_lookup_ranks_the_asked_entity_first(index):
 
 
 def test_transcripts_are_deterministic_and_mix_wrong_then_right(index, mini_questions):
-    config = TranscriptConfig(attempts=3, seed=7)
+    config = TranscriptConfig(attempts=3, p_wrong=0.5, seed=7)
     first = build_transcripts(mini_questions, index, 40, config)
     assert first == build_transcripts(mini_questions, index, 40, config)
     patterns = {t.correct for t in first}
-    # Each transcript: some leading wrong attempts, then right ones; the last attempt is always right.
-    assert patterns <= {(True, True, True), (False, True, True), (False, False, True)}
-    assert len(patterns) >= 2, "the warm start must show both first-try successes and corrections"
+    # At most the first attempt slips; every later attempt is right, so the last one always is.
+    assert patterns <= {(True, True, True), (False, True, True)}
+    assert len(patterns) == 2, "the warm start must show both first-try successes and corrections"
 
 
-def test_right_attempts_search_and_answer_from_the_passages(index, mini_questions):
+def test_single_attempt_transcripts_are_always_right(index, mini_questions):
+    transcripts = build_transcripts(mini_questions, index, 20, TranscriptConfig(attempts=1, p_wrong=0.9))
+    assert {t.correct for t in transcripts} == {(True,)}
+
+
+def _model_text(attempt) -> str:
+    return "".join(turn.text for turn in attempt if turn.role == "model")
+
+
+def test_queries_and_answers_are_spans_the_policy_can_copy(index, mini_questions):
+    """Every query is a span of the question or of a passage already shown; every answer is in a passage shown."""
+    import re
+
+    for transcript in build_transcripts(mini_questions, index, 40, TranscriptConfig(attempts=3, p_wrong=0.5)):
+        seen = transcript.question
+        for attempt in transcript.attempts:
+            for turn in attempt:
+                if turn.role == "information":
+                    seen += turn.text
+                    continue
+                for query in re.findall(r"<search> (.*?) </search>", turn.text):
+                    assert query in seen, f"query {query!r} is not copied from the context"
+                for answer in re.findall(r"<answer> (.*?) </answer>", turn.text):
+                    assert answer in seen, f"answer {answer!r} is not read from a passage shown"
+
+
+def test_a_two_hop_slip_stops_at_the_bridge_and_the_retry_goes_on(index, mini_questions):
     builder = TranscriptBuilder(index, mini_questions, TranscriptConfig(attempts=2, p_wrong=0.9))
     two_hop = next(q for q in mini_questions if q["hops"] == 2)
     transcript = builder.build(two_hop, random.Random(0))
     assert transcript.correct == (False, True)
     wrong, right = transcript.attempts
     answer = two_hop["golden_answers"][0]
-    # The right attempt searches the asked-about entity, then the bridge entity, and copies an answer it has read.
-    assert [t.role for t in right] == ["model", "information", "model", "information", "model"]
-    assert right[0].text.endswith("<search> Aldo Venn </search>")
-    assert right[2].text.endswith("<search> Kumholt </search>")
-    assert "<search> In which country was Aldo Venn born </search>" in wrong[0].text
-    assert answer in right[3].text
+    # The slip searches the asked-about entity and answers the bridge entity read in its passage.
+    assert wrong[0].text.endswith("<search> Aldo Venn </search>")
+    assert wrong[-1].text.endswith("<answer> Kumholt </answer>")
+    # The retry goes on with the second hop and answers from the passage it finds.
+    assert [t.role for t in right] == ["model", "information", "model"]
+    assert right[0].text.endswith("<search> Kumholt </search>")
+    assert answer in right[1].text
     assert right[-1].text.endswith(f"<answer> {answer} </answer>")
-    assert f"<answer> {answer} </answer>" not in wrong[-1].text
+
+
+def test_first_right_attempt_searches_the_entity_then_the_bridge(index, mini_questions):
+    builder = TranscriptBuilder(index, mini_questions, TranscriptConfig(attempts=1))
+    two_hop = next(q for q in mini_questions if q["hops"] == 2)
+    (attempt,) = builder.build(two_hop, random.Random(0)).attempts
+    assert [t.role for t in attempt] == ["model", "information", "model", "information", "model"]
+    assert attempt[0].text.endswith("<search> Aldo Venn </search>")
+    assert attempt[2].text.endswith("<search> Kumholt </search>")
+    assert attempt[-1].text.endswith(f"<answer> {two_hop['golden_answers'][0]} </answer>")
+
+
+def test_a_one_hop_misread_is_answered_from_a_twin_and_retried_with_the_question(index, mini_questions):
+    builder = TranscriptBuilder(index, mini_questions, TranscriptConfig(attempts=2, p_wrong=0.9))
+    row = next(q for q in mini_questions if q["question"] == "Where was Aldo Venn born?")
+    wrong, right = builder.build(row, random.Random(0)).attempts
+    # The twin Alda Venn's passage shows Ristead, another birthplace: the slip answers it.
+    assert "Alda Venn" in wrong[1].text and wrong[-1].text.endswith("<answer> Ristead </answer>")
+    assert right[0].text.endswith("<search> Where was Aldo Venn born </search>")
+    assert right[-1].text.endswith("<answer> Kumholt </answer>")
 
 
 def test_mask_covers_exactly_the_model_written_tokens(index, mini_questions, tokenizer):

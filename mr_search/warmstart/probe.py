@@ -1,0 +1,198 @@
+"""Does a policy give RL something to learn? Greedy and sampled meta-episodes on held-out questions, measured.
+
+    python -m mr_search.warmstart.probe --model DIR [--questions 50] [--samples 5] [--url http://127.0.0.1:PORT]
+
+Runs the project's own agent loop (``mr_search.eval.runner``) in this process over the first N held-out
+questions per data source of the embedded world, and prints (as JSON):
+
+- ``greedy_em_at_k``: greedy EM (%) at each attempt;
+- ``query_names_entity``: share (%) of first-attempt first searches that contain the asked-about entity's name
+  (the first gold passage's title, which every embedded question names verbatim);
+- ``distinct_answers``: distinct greedy first-attempt answers (a collapsed policy gives one);
+- ``sampled_em_at_k`` and ``mixed_groups``: with ``--samples n`` meta-episodes per question at temperature 1
+  (top-p 1), EM per attempt and the share (%) of questions whose n rewards at some attempt are not all equal:
+  the groups whose leave-one-out advantages are non-zero.
+
+Without ``--url`` the embedded dense index is searched in-process (the same index ``retrieval_launch.sh``
+serves), so no service is needed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+from collections.abc import Mapping, Sequence
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+
+class InProcessRetrieval:
+    """The embedded world's dense index behind the agent loop's ``async search(query, topk)``."""
+
+    def __init__(self) -> None:
+        from mr_search_retrieval.config import EncoderConfig
+        from mr_search_retrieval.default_index import embedded_corpus, ensure_index
+        from mr_search_retrieval.encoders import HFEncoder
+        from mr_search_retrieval.indexes.metadata import IndexMetadata
+        from mr_search_retrieval.retriever import DenseSearcher, load_vector_index
+
+        corpus = embedded_corpus()
+        index_dir = ensure_index(corpus)
+        self._searcher = DenseSearcher(
+            HFEncoder(EncoderConfig()), load_vector_index(IndexMetadata.read(index_dir), index_dir, "cpu")
+        )
+        with open(corpus, encoding="utf-8") as handle:
+            self._docs = [json.loads(line) for line in handle if line.strip()]
+
+    async def search(self, query: str, topk: int) -> Any:
+        from mr_search.retrieval_client import SearchOutcome
+
+        _, ids = self._searcher.search([query], topk)
+        return SearchOutcome(documents=[self._docs[int(i)] for i in ids[0] if int(i) >= 0])
+
+
+def _first_query(record: Mapping[str, Any]) -> str | None:
+    from mr_search.eval.records import searches
+
+    found = searches(record["attempts"][0]) if record["attempts"] else []
+    return str(found[0]["query"]) if found else None
+
+
+def summarize(
+    greedy: Sequence[Mapping[str, Any]],
+    sampled: Sequence[Mapping[str, Any]],
+    entities: Mapping[str, str],
+    attempts: int,
+) -> dict[str, Any]:
+    """The probe's figures from trajectory records (``entities``: question uid -> asked-about entity name)."""
+
+    def em_at(records: Sequence[Mapping[str, Any]]) -> list[float]:
+        out = []
+        for k in range(attempts):
+            scores = [r["attempts"][k]["em"] if len(r["attempts"]) > k else 0.0 for r in records]
+            out.append(round(100.0 * sum(scores) / max(1, len(scores)), 1))
+        return out
+
+    named = 0
+    for record in greedy:
+        query = _first_query(record)
+        named += bool(query) and entities.get(str(record["uid"]), "\0").lower() in str(query).lower()
+    first_answers = {str(r["attempts"][0]["answer"]) for r in greedy if r["attempts"]}
+    groups: dict[str, list[Mapping[str, Any]]] = {}
+    for record in sampled:
+        groups.setdefault(str(record["uid"]), []).append(record)
+    mixed = 0
+    for members in groups.values():
+        for k in range(attempts):
+            rewards = {m["attempts"][k]["reward"] if len(m["attempts"]) > k else 0.0 for m in members}
+            if len(rewards) > 1:
+                mixed += 1
+                break
+    return {
+        "questions": len(greedy),
+        "greedy_em_at_k": em_at(greedy),
+        "greedy_em_at_1_by_source": {
+            source: em_at([r for r in greedy if r["data_source"] == source])[0]
+            for source in sorted({str(r["data_source"]) for r in greedy})
+        },
+        "query_names_entity": round(100.0 * named / max(1, len(greedy)), 1),
+        "distinct_answers": len(first_answers),
+        "sampled_em_at_k": em_at(sampled) if sampled else None,
+        "mixed_groups": round(100.0 * mixed / max(1, len(groups)), 1) if groups else None,
+    }
+
+
+async def _run(
+    model_dir: Path, rows: list[dict[str, Any]], retrieval: Any, attempts: int, samples: int, seed: int
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    from transformers import AutoTokenizer
+
+    from mr_search.eval import runner
+    from mr_search.hf_generate import LocalServerManager
+
+    config = runner.EvalConfig(
+        attempts=attempts,
+        max_new_tokens_per_turn=48,
+        max_information_tokens=256,
+        prompt_length=256,
+        response_length=1024,
+        concurrency=64,
+        method="probe",
+    )
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    server = LocalServerManager.from_pretrained(model_dir, max_batch_size=64, default_max_new_tokens=48)
+    try:
+        make_loop = runner.agent_loop_factory(tokenizer, server, retrieval, config)
+        greedy = await runner.run_episodes(rows, make_loop, tokenizer, config, progress=False)
+        sampled: list[dict[str, Any]] = []
+        if samples:
+            saved = runner.GREEDY
+            # Temperature 1 with no per-request seed (a seed would make the n draws of a question equal).
+            runner.GREEDY = {"temperature": 1.0, "top_p": 1.0, "top_k": -1, "logprobs": False}
+            try:
+                sampled = await runner.run_episodes(
+                    [row for row in rows for _ in range(samples)], make_loop, tokenizer, replace(config), progress=False
+                )
+            finally:
+                runner.GREEDY = saved
+        return greedy, sampled
+    finally:
+        server.close()
+
+
+def probe(model_dir: Path, questions: int, samples: int, attempts: int = 3, url: str | None = None, seed: int = 0):
+    """Runs the probe on ``model_dir``; returns the figures (see the module docstring)."""
+    import torch
+
+    from mr_search.data.embedded import ensure_embedded_parquet
+    from mr_search.eval.evaluate import load_rows
+
+    torch.manual_seed(seed)
+    rows = load_rows(ensure_embedded_parquet()[1], questions)
+    corpus_titles = _titles()
+    entities = {str(row["extra_info"]["id"]): corpus_titles[str(row["extra_info"]["gold_doc_ids"][0])] for row in rows}
+    if url:
+        from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
+
+        retrieval: Any = RetrievalClient(RetrieverConfig(url=url))
+    else:
+        retrieval = InProcessRetrieval()
+    greedy, sampled = asyncio.run(_run(model_dir, rows, retrieval, attempts, samples, seed))
+    return summarize(greedy, sampled, entities, attempts), greedy
+
+
+def _titles() -> dict[str, str]:
+    from mr_search_retrieval.embedded.world import ensure_world
+
+    with open(ensure_world().corpus, encoding="utf-8") as handle:
+        return {str(doc["id"]): str(doc["title"]) for doc in map(json.loads, handle) if doc}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m mr_search.warmstart.probe", description=__doc__)
+    parser.add_argument("--model", type=Path, default=None, help="HF model dir (default: the cached warm start)")
+    parser.add_argument("--questions", type=int, default=50, help="first N held-out questions per data source")
+    parser.add_argument("--samples", type=int, default=5, help="sampled meta-episodes per question (0: greedy only)")
+    parser.add_argument("--attempts", type=int, default=3)
+    parser.add_argument("--url", default=None, help="a running service's /retrieve URL (default: in-process)")
+    parser.add_argument("--dump", type=Path, default=None, help="write the greedy trajectories here (JSONL)")
+    args = parser.parse_args()
+    logging.basicConfig(level=logging.WARNING)
+    model = args.model
+    if model is None:
+        from mr_search.warmstart.train import ensure_warmstart
+
+        model = ensure_warmstart()
+    figures, greedy = probe(model, args.questions, args.samples, args.attempts, args.url)
+    if args.dump:
+        args.dump.write_text("".join(json.dumps(r) + "\n" for r in greedy))
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()
