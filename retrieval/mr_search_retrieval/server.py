@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import os
 import sys
 from pathlib import Path
 
@@ -101,9 +100,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 
 def main(argv: list[str] | None = None) -> None:
-    # Before torch loads its OpenMP runtime: idle OpenMP threads sleep instead of spinning, so the encoder's
-    # threads do not burn the cores that HTTP and the batcher need (3-4x the throughput on a busy 2-core box).
-    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+    # OpenMP's wait policy is left to the user (OMP_WAIT_POLICY, read when torch loads): on a machine of its own
+    # the default (spinning) serves ~2x faster on 2 cores; on a machine shared with busy processes PASSIVE keeps
+    # idle encoder threads off the cores HTTP needs (3-4x there). Measured by scripts/bench/bench_retrieval_server.py.
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
