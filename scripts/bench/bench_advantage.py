@@ -61,14 +61,20 @@ def make_batch(rows: int, tokens: int, attempts: int, group_size: int, seed: int
     }
 
 
-def token_rewards_of(batch: dict) -> torch.Tensor:
-    """The original code's input: each attempt's reward on the last token of that attempt."""
+def original_inputs(batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """The original code's inputs, ``[B, T + 1]`` each as its trainer hands them over: each attempt's reward on the
+    last token of that attempt, and a last extra column (its outcome slot: the final attempt's reward, step id -1).
+    """
     ids = batch["attempt_ids"]
     following = torch.cat([ids[:, 1:], torch.full_like(ids[:, :1], -1)], dim=1)
     ends = (ids >= 0) & (following != ids)
     token_rewards = torch.zeros(ids.shape, dtype=torch.float32)
     token_rewards[ends] = batch["rewards"].gather(1, ids.clamp(min=0))[ends]
-    return token_rewards
+    present = batch["present"].to(torch.int64)
+    last = (present * torch.arange(1, present.shape[1] + 1)).argmax(dim=1, keepdim=True)
+    outcome = torch.where(present.any(dim=1, keepdim=True), batch["rewards"].gather(1, last), 0.0)
+    step_ids = torch.cat([ids, torch.full_like(ids[:, :1], -1)], dim=1)
+    return torch.cat([token_rewards, outcome], dim=1), step_ids
 
 
 def _loo_per_group(values: torch.Tensor, present: torch.Tensor, group_rows: dict[str, np.ndarray]) -> torch.Tensor:
@@ -102,11 +108,12 @@ def reference_grpo_prm_step(
 ) -> torch.Tensor:
     """The original ``grpo_prm_step`` estimator's computation (its default alpha = 0, beta = 1: step rewards only).
 
-    Same inputs and the same sequence of operations as the original, without its debug printing: rows grouped in a
-    dict keyed by ``str(uid)``; per attempt index, that attempt's reward summed from a full ``[B, T]`` token mask,
-    the leave-one-out baseline computed group by group, and the result broadcast back through the mask; then the
-    per-attempt values are read back from the tokens (a masked mean per attempt), discounted over later attempts
-    and gathered onto the tokens again.
+    Same inputs ([B, T + 1] token rewards and step ids, the last column the outcome slot, which the original slices
+    off for the step part) and the same sequence of operations as the original, without its debug printing: rows
+    grouped in a dict keyed by ``str(uid)``; per attempt index, that attempt's reward summed from a full ``[B, T]``
+    token mask, the leave-one-out baseline computed group by group, and the result broadcast back through the
+    mask; then the per-attempt values are read back from the tokens (a masked mean per attempt), discounted over
+    later attempts and gathered onto the tokens again.
     """
     bsz, length = response_mask.shape
     dtype = token_level_rewards.dtype
@@ -115,9 +122,17 @@ def reference_grpo_prm_step(
         group_rows.setdefault(str(uid), []).append(i)
     group_rows = {uid: np.asarray(rows, dtype=np.int64) for uid, rows in group_rows.items()}
 
+    if token_level_rewards.shape != step_ids.shape or step_ids.shape[1] != length + 1:
+        raise ValueError("the original takes token rewards and step ids of [B, T + 1] (see original_inputs)")
     with torch.no_grad():
         valid_tokens = step_ids.ge(0)
         last_step = step_ids.max(dim=1).values
+        # the step part works on the response columns; the last one is the outcome slot
+        step_ids, valid_tokens, token_level_rewards = (
+            step_ids[:, :-1],
+            valid_tokens[:, :-1],
+            token_level_rewards[:, :-1],
+        )
         max_step = int(last_step.max().item())
         step_advantages = torch.zeros((bsz, length), dtype=dtype)
         for s in range(max_step + 1):
@@ -185,7 +200,7 @@ def main() -> int:
     args = parser.parse_args()
 
     batch = make_batch(args.rows, args.tokens, args.attempts, args.group_size, args.seed)
-    token_rewards = token_rewards_of(batch)
+    token_rewards, step_ids = original_inputs(batch)
     print(
         f"B={args.rows} rows, T={args.tokens} tokens, K={args.attempts}, groups of {args.group_size}, "
         f"{int((~batch['present']).sum())} absent attempts"
@@ -204,9 +219,7 @@ def main() -> int:
     want = torch.empty(0)
     for _ in range(args.reference_repeats):
         ref_time, want = timed(
-            lambda: reference_grpo_prm_step(
-                token_rewards, batch["attempt_ids"], batch["response_mask"], batch["uids"], args.gamma
-            ),
+            lambda: reference_grpo_prm_step(token_rewards, step_ids, batch["response_mask"], batch["uids"], args.gamma),
             1,
         )
         ref_times.append(ref_time)

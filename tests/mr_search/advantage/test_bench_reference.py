@@ -27,9 +27,8 @@ def _bench() -> ModuleType:
 def test_reference_port_equals_the_vectorized_estimator(gamma: float, seed: int) -> None:
     bench = _bench()
     batch = bench.make_batch(rows=40, tokens=90, attempts=3, group_size=5, seed=seed)
-    want = bench.reference_grpo_prm_step(
-        bench.token_rewards_of(batch), batch["attempt_ids"], batch["response_mask"], batch["uids"], gamma
-    )
+    token_rewards, step_ids = bench.original_inputs(batch)
+    want = bench.reference_grpo_prm_step(token_rewards, step_ids, batch["response_mask"], batch["uids"], gamma)
     got = bench.vectorized(batch, gamma)
     assert torch.count_nonzero(want) > 0
     torch.testing.assert_close(got, want, rtol=0.0, atol=1e-5)
