@@ -91,6 +91,9 @@ class _Live:
                 self.conns.remove(conn)
 
 
+_REFRESH_S = 0.005
+
+
 def _receive(ready: list[Any], live: _Live) -> list[tuple[Connection, list[str], int]]:
     requests = []
     for conn in ready:
@@ -105,11 +108,21 @@ def _receive(ready: list[Any], live: _Live) -> list[tuple[Connection, list[str],
 
 def _collect(live: _Live, gather_s: float) -> list[tuple[Connection, list[str], int]]:
     """Block until some front sends a batch; then take what the other idle fronts send within `gather_s`
-    (ending early once every idle front has sent)."""
-    current = live.idle()
-    if not current:
-        return []
-    ready = wait(current)
+    (ending early once every idle front has sent).
+
+    The set of idle fronts is re-read every `_REFRESH_S` while waiting: with batches in flight, a front becomes idle
+    (and may send) when its batch is answered, and it must not wait behind fronts that have nothing to send.
+    """
+    while True:
+        if not live.snapshot():
+            return []
+        current = live.idle()
+        if not current:  # every open front waits for a batch in flight; one of them is answered soon
+            time.sleep(_REFRESH_S)
+            continue
+        ready = wait(current, timeout=_REFRESH_S)
+        if ready:
+            break
     requests = _receive(ready, live)
     if gather_s <= 0 or not requests:
         return requests

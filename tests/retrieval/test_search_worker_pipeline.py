@@ -112,3 +112,33 @@ def test_worker_options_reject_bad_values() -> None:
         FrontOptions(worker_gather_ms=-1)
     with pytest.raises(ValueError, match="inflight must be >= 1"):
         serve_batches(MeetingSearcher(1), [], inflight=0)
+
+
+def test_a_front_freed_by_a_finished_batch_is_heard_while_the_other_front_stays_silent() -> None:
+    # With a batch in flight the worker listens to the idle fronts only; when that batch is answered its front must
+    # join the listening at once, even if the front the worker was listening to never sends (this hung before).
+    class SlowFirst(MeetingSearcher):
+        def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+            if not self.batches:
+                time.sleep(0.3)  # the worker goes back to listening (to front 1) while this batch computes
+            return super().search(queries, k)
+
+    searcher = SlowFirst(meet=1)
+    worker, remotes, fronts = _start(searcher, 2, inflight=2)
+    try:
+        assert remotes[0].search(["q 1"], 1)[1].tolist() == [[1]]
+        done = threading.Event()
+        answer: list[object] = []
+
+        def again() -> None:
+            answer.append(remotes[0].search(["q 7"], 1))
+            done.set()
+
+        threading.Thread(target=again, daemon=True).start()
+        assert done.wait(5), "front 0's second batch was never answered while front 1 stayed silent"
+        assert answer[0][1].tolist() == [[7]]
+    finally:
+        for f in fronts:
+            f.close()
+        worker.join(10)
+    assert not worker.is_alive()
