@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import Literal
+from typing import Literal, TypeVar
 
 import numpy as np
 import torch
 
 from mr_search.advantage.config import BASELINES
+from mr_search.advantage.spread_kernel import compiled_kernel
+
+T = TypeVar("T")
 
 # Tokens per row block in spread_to_tokens: int64 index of 256 KiB, and no larger than torch's intra-op grain size
 # (32768), so each block's ops run on one thread: on a busy machine, thread barriers stall far longer than they save.
@@ -222,32 +225,55 @@ def spread_to_tokens(advantages: torch.Tensor, attempt_ids: torch.Tensor, respon
         )
     num_rows, width = attempt_ids.shape
     num_attempts = advantages.shape[1]
-    # Column 0 stands for padding (id -1 -> index 0), so a single gather needs no branch.
+    # Column 0 stands for padding (id -1 -> index 0), so a single lookup needs no branch.
     table = torch.cat([advantages.new_zeros(num_rows, 1), advantages], dim=1)
     out = _output_buffer((num_rows, width), advantages.dtype, advantages.device)
     if out.device.type != "cpu":
         _spread_rows(out, table, attempt_ids, response_mask, 0, num_rows, max(num_rows, 1), num_attempts)
         return out
-    # On CPU, blocks of rows keep the int64 index temporary small (in cache, reused heap memory instead of a fresh
-    # page-faulted allocation), and contiguous ranges of blocks go to torch's intra-op thread count of workers:
-    # each block is below torch's grain size, so no op inside a worker waits on a thread barrier.
-    block = max(1, _BLOCK_ELEMENTS // max(width, 1))
-    num_blocks = -(-num_rows // block)
-    workers = min(torch.get_num_threads(), num_blocks)
-    if workers <= 1:
-        _spread_rows(out, table, attempt_ids, response_mask, 0, num_rows, block, num_attempts)
+    kernel = _compiled_spread(table, attempt_ids, response_mask)
+    if kernel is not None:
+        arrays = (table.numpy(), attempt_ids.numpy(), response_mask.numpy(), out.numpy())
+        invalid = sum(_run_on_threads(lambda lo, hi: kernel(*arrays, lo, hi), num_rows, 1))
+        if invalid:
+            raise ValueError(
+                f"attempt ids must lie in 0..{num_attempts - 1}, or be -1 on padding: {invalid} token(s) do not"
+            )
         return out
-    rows_per_worker = -(-num_blocks // workers) * block
-    bounds = [(w * rows_per_worker, min(num_rows, (w + 1) * rows_per_worker)) for w in range(workers)]
-    futures = [
-        _pool(workers).submit(_spread_rows, out, table, attempt_ids, response_mask, lo, hi, block, num_attempts)
-        for lo, hi in bounds[1:]
-        if lo < hi
-    ]
-    _spread_rows(out, table, attempt_ids, response_mask, *bounds[0], block, num_attempts)
-    for future in futures:
-        future.result()
+    # Without numba: blocks of rows keep the int64 index temporary small (in cache, reused heap memory instead of
+    # a fresh page-faulted allocation); each block is below torch's grain size, so no op inside a worker waits on a
+    # thread barrier.
+    block = max(1, _BLOCK_ELEMENTS // max(width, 1))
+    _run_on_threads(
+        lambda lo, hi: _spread_rows(out, table, attempt_ids, response_mask, lo, hi, block, num_attempts),
+        num_rows,
+        block,
+    )
     return out
+
+
+def _compiled_spread(table: torch.Tensor, attempt_ids: torch.Tensor, response_mask: torch.Tensor):
+    """The numba kernel when it is installed and the tensors are plain CPU numbers it can read, else None."""
+    if any(t.requires_grad or t.device.type != "cpu" for t in (table, attempt_ids, response_mask)):
+        return None
+    if table.dtype not in (torch.float32, torch.float64) or response_mask.dtype in (torch.bfloat16, torch.float16):
+        return None
+    if attempt_ids.dtype.is_floating_point or attempt_ids.dtype.is_complex or attempt_ids.dtype == torch.bool:
+        return None
+    return compiled_kernel()
+
+
+def _run_on_threads(work: Callable[[int, int], T], num_rows: int, granule: int) -> list[T]:
+    """Runs ``work(first, last)`` over contiguous row ranges (multiples of ``granule``), one per torch thread."""
+    num_granules = -(-num_rows // granule)
+    workers = min(torch.get_num_threads(), num_granules)
+    if workers <= 1:
+        return [work(0, num_rows)]
+    rows_per_worker = -(-num_granules // workers) * granule
+    bounds = [(w * rows_per_worker, min(num_rows, (w + 1) * rows_per_worker)) for w in range(workers)]
+    futures = [_pool(workers).submit(work, lo, hi) for lo, hi in bounds[1:] if lo < hi]
+    results = [work(*bounds[0])]
+    return results + [future.result() for future in futures]
 
 
 def _spread_rows(

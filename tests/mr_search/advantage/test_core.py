@@ -123,7 +123,7 @@ def test_mismatched_shapes_are_rejected() -> None:
         attempt_advantages(torch.zeros(2, 1), torch.ones(2, 1, dtype=torch.bool), ["a"])
 
 
-def test_spread_to_tokens_follows_attempt_ids_and_mask() -> None:
+def test_spread_to_tokens_follows_attempt_ids_and_mask(spread_path: str) -> None:
     advantages = _t([[1.0, -2.0], [3.0, 4.0]])
     attempt_ids = torch.tensor([[0, 0, 1, 1, -1], [0, 1, 1, -1, -1]])
     mask = torch.tensor([[1, 0, 1, 1, 0], [1, 1, 0, 0, 0]])
@@ -131,13 +131,13 @@ def test_spread_to_tokens_follows_attempt_ids_and_mask() -> None:
     assert tokens.tolist() == [[1.0, 0.0, -2.0, -2.0, 0.0], [3.0, 4.0, 0.0, 0.0, 0.0]]
 
 
-def test_spread_to_tokens_gives_padding_zero_even_under_the_mask() -> None:
+def test_spread_to_tokens_gives_padding_zero_even_under_the_mask(spread_path: str) -> None:
     # Padding id -1 must never read attempt 0's advantage.
     tokens = spread_to_tokens(_t([[5.0]]), torch.tensor([[0, -1]]), torch.tensor([[1, 1]]))
     assert tokens.tolist() == [[5.0, 0.0]]
 
 
-def test_spread_to_tokens_rejects_ids_beyond_k() -> None:
+def test_spread_to_tokens_rejects_ids_beyond_k(spread_path: str) -> None:
     with pytest.raises(ValueError, match=r"must lie in 0\.\.1, or be -1 on padding"):
         spread_to_tokens(_t([[1.0, 2.0]]), torch.tensor([[0, 2]]), torch.tensor([[1, 1]]))
     with pytest.raises(ValueError, match=r"must lie in 0\.\.1"):
@@ -145,7 +145,7 @@ def test_spread_to_tokens_rejects_ids_beyond_k() -> None:
 
 
 @pytest.mark.parametrize("threads", [1, 2, 3])
-def test_spread_to_tokens_row_ranges_on_worker_threads_match_a_plain_loop(threads: int) -> None:
+def test_spread_to_tokens_row_ranges_on_worker_threads_match_a_plain_loop(threads: int, spread_path: str) -> None:
     # Wide rows make many row blocks, so the CPU path splits them over `threads` workers; every row must still
     # get exactly its own attempt's value, and a bad id in a worker's range must still raise ValueError.
     generator = torch.Generator().manual_seed(threads)
@@ -168,3 +168,26 @@ def test_spread_to_tokens_row_ranges_on_worker_threads_match_a_plain_loop(thread
         for attempt in range(attempts):
             expected[row][attempt_ids[row] == attempt] = advantages[row, attempt]
     assert torch.equal(tokens, expected * mask)
+
+
+def test_spread_to_tokens_uses_the_compiled_kernel_on_cpu() -> None:
+    # numba is a dependency: without it the CPU path silently falls back to a ~3x slower gather.
+    from mr_search.advantage import core
+
+    ids, mask = torch.tensor([[0, 1, -1]]), torch.tensor([[1, 1, 1]])
+    assert core._compiled_spread(_t([[0.0, 1.0, 2.0]]), ids, mask) is not None
+    # Tensors numba cannot read take the torch path with the same result.
+    assert core._compiled_spread(_t([[0.0, 1.0, 2.0]]).requires_grad_(), ids, mask) is None
+    assert core._compiled_spread(_t([[0.0, 1.0, 2.0]]), ids, mask.to(torch.bfloat16)) is None
+    tokens = spread_to_tokens(_t([[1.0, 2.0]]), ids, mask.to(torch.bfloat16))
+    assert tokens.tolist() == [[1.0, 2.0, 0.0]]
+
+
+@pytest.mark.parametrize("mask_dtype", [torch.bool, torch.int32, torch.float32])
+def test_spread_to_tokens_reads_any_mask_dtype_and_strided_inputs(mask_dtype: torch.dtype, spread_path: str) -> None:
+    advantages = _t([[1.5, -2.0], [3.0, 0.25]])
+    ids = torch.tensor([[0, 0, 1, -1, 9], [1, 0, 0, 1, 9]])[:, :4]  # a non-contiguous view; out-of-order runs
+    mask = torch.tensor([[1, 0, 1, 1], [1, 1, 0, 1]]).to(mask_dtype)
+    tokens = spread_to_tokens(advantages, ids, mask)
+    assert tokens.dtype == advantages.dtype
+    assert tokens.tolist() == [[1.5, 0.0, -2.0, 0.0], [0.25, 3.0, 0.0, 0.25]]
