@@ -33,15 +33,14 @@ class LexicalIndex:
             raise ValueError("LexicalIndex: the corpus is empty; build the embedded world first (ensure_world)")
         self.docs = list(docs)
         self._by_id = {str(doc["id"]): doc for doc in self.docs}
-        self._terms: list[Counter[str]] = []
-        frequency: Counter[str] = Counter()
-        for doc in self.docs:
+        # Postings: term -> [(position, min(count, 2))] in corpus order (a search touches only matching passages).
+        self._postings: dict[str, list[tuple[int, int]]] = {}
+        for position, doc in enumerate(self.docs):
             title, _, text = str(doc["contents"]).partition("\n")
-            terms = Counter(words(title) * 2 + words(text))
-            self._terms.append(terms)
-            frequency.update(terms.keys())
+            for term, count in Counter(words(title) * 2 + words(text)).items():
+                self._postings.setdefault(term, []).append((position, min(count, 2)))
         size = len(self.docs)
-        self._idf = {term: math.log(1 + size / count) for term, count in frequency.items()}
+        self._idf = {term: math.log(1 + size / len(posting)) for term, posting in self._postings.items()}
 
     def doc(self, doc_id: str) -> Mapping[str, Any]:
         """The passage with id ``doc_id``."""
@@ -52,11 +51,9 @@ class LexicalIndex:
 
     def search(self, query: str, topk: int) -> list[Mapping[str, Any]]:
         """The ``topk`` best passages for ``query``, best first."""
-        query_terms = set(words(query))
-        scored = []
-        for position, terms in enumerate(self._terms):
-            score = sum(self._idf[t] * min(terms[t], 2) for t in query_terms if t in terms)
-            if score > 0:
-                scored.append((-score, position))
-        scored.sort()
+        scores: dict[int, float] = {}
+        for term in set(words(query)):
+            for position, count in self._postings.get(term, ()):
+                scores[position] = scores.get(position, 0) + self._idf[term] * count
+        scored = sorted((-score, position) for position, score in scores.items() if score > 0)
         return [self.docs[position] for _, position in scored[:topk]]

@@ -8,6 +8,8 @@ questions per data source of the embedded world, and prints (as JSON):
 - ``greedy_em_at_k``: greedy EM (%) at each attempt;
 - ``query_names_entity``: share (%) of first-attempt first searches that contain the asked-about entity's name
   (the first gold passage's title, which every embedded question names verbatim);
+- ``gold_passage_found``: share (%) of first attempts whose searches return that gold passage (the one on the
+  asked-about entity);
 - ``distinct_answers``: distinct greedy first-attempt answers (a collapsed policy gives one);
 - ``sampled_em_at_k`` and ``mixed_groups``: with ``--samples n`` meta-episodes per question at temperature 1
   (top-p 1), EM per attempt and the share (%) of questions whose n rewards at some attempt are not all equal:
@@ -78,10 +80,15 @@ def summarize(
             out.append(round(100.0 * sum(scores) / max(1, len(scores)), 1))
         return out
 
-    named = 0
+    from mr_search.eval.records import searches
+
+    named = found = 0
     for record in greedy:
         query = _first_query(record)
-        named += bool(query) and entities.get(str(record["uid"]), "\0").lower() in str(query).lower()
+        entity = entities.get(str(record["uid"]), "\0")
+        named += bool(query) and entity.lower() in str(query).lower()
+        first = searches(record["attempts"][0]) if record["attempts"] else []
+        found += any(f"(Title: {entity})" in s["information"] for s in first)
     first_answers = {str(r["attempts"][0]["answer"]) for r in greedy if r["attempts"]}
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for record in sampled:
@@ -101,6 +108,7 @@ def summarize(
             for source in sorted({str(r["data_source"]) for r in greedy})
         },
         "query_names_entity": round(100.0 * named / max(1, len(greedy)), 1),
+        "gold_passage_found": round(100.0 * found / max(1, len(greedy)), 1),
         "distinct_answers": len(first_answers),
         "sampled_em_at_k": em_at(sampled) if sampled else None,
         "mixed_groups": round(100.0 * mixed / max(1, len(groups)), 1) if groups else None,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from mr_search.agent.tokens import EnvEncoder
@@ -34,21 +35,40 @@ def encode(
     Model turns are encoded on their own (the model writes them; generation stops after ``</search>`` or
     ``</answer>``); passages and the reflection turn come from the loop's ``EnvEncoder`` with loss mask 0.
     """
+    return encode_all([transcript], tokenizer, env, max_information_tokens)[0]
+
+
+def encode_all(
+    transcripts: Sequence[Transcript], tokenizer, env: EnvEncoder | None = None, max_information_tokens: int = 1024
+) -> list[Encoded]:
+    """``encode`` for many transcripts, encoding each distinct prompt, turn and passage list once."""
     env = env or EnvEncoder(tokenizer)
-    ids = prompt_ids(tokenizer, transcript.question)
-    mask = [0] * len(ids)
-    prompt_length = len(ids)
+    memo: dict[tuple[str, str], list[int]] = {}
 
-    def add(piece: list[int], trained: bool) -> None:
-        ids.extend(piece)
-        mask.extend([int(trained)] * len(piece))
-
-    for number, attempt in enumerate(transcript.attempts):
-        if number > 0:
-            add(env.user_turn(reflection_prompt(), after_eos=False), trained=False)
-        for turn in attempt:
-            if turn.role == "model":
-                add(tokenizer.encode(turn.text, add_special_tokens=False), trained=True)
+    def cached(kind: str, text: str) -> list[int]:
+        key = (kind, text)
+        if key not in memo:
+            if kind == "prompt":
+                memo[key] = prompt_ids(tokenizer, text)
+            elif kind == "model":
+                memo[key] = tokenizer.encode(text, add_special_tokens=False)
             else:
-                add(env.observation(turn.text, max_information_tokens), trained=False)
-    return Encoded(input_ids=ids, loss_mask=mask, prompt_length=prompt_length)
+                memo[key] = env.observation(text, max_information_tokens)
+        return memo[key]
+
+    reflection = env.user_turn(reflection_prompt(), after_eos=False)
+    out = []
+    for transcript in transcripts:
+        ids = list(cached("prompt", transcript.question))
+        mask = [0] * len(ids)
+        prompt_length = len(ids)
+        for number, attempt in enumerate(transcript.attempts):
+            if number > 0:
+                ids += reflection
+                mask += [0] * len(reflection)
+            for turn in attempt:
+                piece = cached(turn.role, turn.text)
+                ids += piece
+                mask += [int(turn.role == "model")] * len(piece)
+        out.append(Encoded(input_ids=ids, loss_mask=mask, prompt_length=prompt_length))
+    return out

@@ -7,8 +7,14 @@ import random
 import pytest
 
 from mr_search.warmstart.lookup import LexicalIndex
-from mr_search.warmstart.render import encode
-from mr_search.warmstart.train import WarmStartConfig, ensure_warmstart, supervised_pass
+from mr_search.warmstart.render import encode, encode_all
+from mr_search.warmstart.train import (
+    WarmStartConfig,
+    _batch,
+    causal_lm_loss,
+    ensure_warmstart,
+    supervised_pass,
+)
 from mr_search.warmstart.transcripts import TranscriptBuilder, TranscriptConfig, build_transcripts
 
 
@@ -125,6 +131,31 @@ def test_mask_covers_exactly_the_model_written_tokens(index, mini_questions, tok
         text = tokenizer.decode(encoded.input_ids[encoded.prompt_length :])
         assert text.count("<information>") == sum(t.role == "information" for a in transcript.attempts for t in a)
         assert text.count("Reflect on your previous attempt") == len(transcript.attempts) - 1
+
+
+def test_encoding_many_at_once_gives_the_same_tokens(index, mini_questions, tokenizer):
+    transcripts = build_transcripts(mini_questions, index, 12, TranscriptConfig(attempts=3, seed=2))
+    assert encode_all(transcripts, tokenizer) == [encode(t, tokenizer) for t in transcripts]
+
+
+def test_the_cheaper_loss_equals_the_models_own_on_a_padded_batch(index, mini_questions, tokenizer, tiny_policy):
+    """No padding mask and the LM head on labelled tokens only: the same loss and gradients as HF's full pass."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
+    examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 6, TranscriptConfig(seed=3))]
+    ids, attention, labels = _batch(examples, tokenizer.pad_token_id, 1024)
+    assert (attention == 0).any(), "the batch must hold padded rows for this check"
+    reference = model(input_ids=ids, attention_mask=attention, labels=labels).loss
+    reference.backward()
+    expected = [p.grad.clone() for p in model.parameters()]
+    model.zero_grad()
+    loss = causal_lm_loss(model, ids, labels)
+    loss.backward()
+    assert torch.allclose(loss, reference, atol=1e-5)
+    for got, want in zip((p.grad for p in model.parameters()), expected, strict=True):
+        assert torch.allclose(got, want, atol=1e-5)
 
 
 def test_supervised_pass_lowers_the_loss(index, mini_questions, tokenizer, tiny_policy):
