@@ -104,17 +104,40 @@ def _bucketed_batches(examples: Sequence[Encoded], batch_size: int, order: rando
     return batches
 
 
+def shared_prefix_length(ids, labels) -> int:
+    """How many leading tokens all rows share before any label (the instruction every transcript starts with)."""
+    import torch
+
+    same = (ids == ids[:1]).all(dim=0)
+    length = int(torch.cumprod(same.long(), dim=0).sum())
+    labelled = (labels != -100).any(dim=0).nonzero()
+    if len(labelled):
+        length = min(length, int(labelled[0]) - 1)  # the prefix's last position must not predict a label
+    return max(0, min(length, ids.shape[1] - 1))
+
+
 def causal_lm_loss(model, ids, labels):
     """The mean next-token loss on labelled tokens, as ``model(..., labels=labels).loss``, computed cheaper.
 
-    The batch is right-padded, so under the causal mask no real token sees a pad: the attention runs without a
-    padding mask (its fast causal path, half the work). The LM head and the softmax run only where a label is
-    (an eighth of the tokens in warm-start transcripts) instead of on every position.
+    The rows of the batch start with the same instruction (half the tokens of a one-attempt transcript): it is
+    run once, and its keys and values are shared by every row. The batch is right-padded, so under the causal
+    mask no real token sees a pad: no padding mask is needed. The LM head and the softmax run only where a label
+    is (an eighth of the tokens in warm-start transcripts) instead of on every position.
     """
     import torch
+    from transformers import DynamicCache
 
-    hidden = model.base_model(input_ids=ids).last_hidden_state
-    target = labels[:, 1:]
+    prefix = shared_prefix_length(ids, labels)
+    body = model.base_model
+    if prefix >= 2:
+        cache = DynamicCache(config=model.config)
+        body(input_ids=ids[:1, :prefix], past_key_values=cache, use_cache=True)
+        cache.batch_repeat_interleave(ids.shape[0])
+        hidden = body(input_ids=ids[:, prefix:], past_key_values=cache, use_cache=True).last_hidden_state
+    else:
+        prefix = 0
+        hidden = body(input_ids=ids).last_hidden_state
+    target = labels[:, prefix + 1 :]
     keep = target != -100
     logits = model.get_output_embeddings()(hidden[:, :-1][keep])
     return torch.nn.functional.cross_entropy(logits.float(), target[keep])

@@ -13,6 +13,7 @@ from mr_search.warmstart.train import (
     _batch,
     causal_lm_loss,
     ensure_warmstart,
+    shared_prefix_length,
     supervised_pass,
 )
 from mr_search.warmstart.transcripts import TranscriptBuilder, TranscriptConfig, build_transcripts
@@ -139,7 +140,7 @@ def test_encoding_many_at_once_gives_the_same_tokens(index, mini_questions, toke
 
 
 def test_the_cheaper_loss_equals_the_models_own_on_a_padded_batch(index, mini_questions, tokenizer, tiny_policy):
-    """No padding mask and the LM head on labelled tokens only: the same loss and gradients as HF's full pass."""
+    """Shared instruction, no padding mask, LM head on labelled tokens: the same loss and gradients as HF's pass."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -147,6 +148,7 @@ def test_the_cheaper_loss_equals_the_models_own_on_a_padded_batch(index, mini_qu
     examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 6, TranscriptConfig(seed=3))]
     ids, attention, labels = _batch(examples, tokenizer.pad_token_id, 1024)
     assert (attention == 0).any(), "the batch must hold padded rows for this check"
+    assert shared_prefix_length(ids, labels) > 20, "the rows start with the same instruction, run once"
     reference = model(input_ids=ids, attention_mask=attention, labels=labels).loss
     reference.backward()
     expected = [p.grad.clone() for p in model.parameters()]
@@ -156,6 +158,17 @@ def test_the_cheaper_loss_equals_the_models_own_on_a_padded_batch(index, mini_qu
     assert torch.allclose(loss, reference, atol=1e-5)
     for got, want in zip((p.grad for p in model.parameters()), expected, strict=True):
         assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_the_shared_prefix_stops_before_rows_differ_or_a_label():
+    import torch
+
+    ids = torch.tensor([[5, 6, 7, 8, 9], [5, 6, 7, 1, 2]])
+    labels = torch.full_like(ids, -100)
+    assert shared_prefix_length(ids, labels) == 3
+    labels[:, 2] = 7
+    assert shared_prefix_length(ids, labels) == 1, "token 2 is a label: position 1 predicts it, so it is not shared"
+    assert shared_prefix_length(ids[:1], torch.full_like(ids[:1], -100)) == 4, "one token is left to run"
 
 
 def test_supervised_pass_lowers_the_loss(index, mini_questions, tokenizer, tiny_policy):
