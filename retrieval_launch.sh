@@ -33,6 +33,7 @@ RETRIEVER_MAX_BATCH="${RETRIEVER_MAX_BATCH:-128}"  # ~half the concurrent client
 RETRIEVER_MAX_WAIT_MS="${RETRIEVER_MAX_WAIT_MS:-2}"
 RETRIEVER_QUEUE_SIZE="${RETRIEVER_QUEUE_SIZE:-4096}"
 RETRIEVER_HTTP_WORKERS="${RETRIEVER_HTTP_WORKERS:-0}"  # 0: one process; N: N HTTP fronts + one search worker (GPU: 4)
+RETRIEVER_LANES="${RETRIEVER_LANES:-0}"  # batches computed at once; 0: auto (dense on CPU: one per core, else 1)
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-1800}"  # seconds to wait for /health (first run builds)
 PYTHON="${PYTHON:-$(command -v python || command -v python3)}"  # the env that has mr_search_retrieval
 
@@ -46,7 +47,7 @@ args=(
   --backend "$RETRIEVER_BACKEND" --index-type "$RETRIEVER_INDEX_TYPE"
   --device "$RETRIEVER_DEVICE" --index-device "$RETRIEVER_DEVICE"
   --max-batch-size "$RETRIEVER_MAX_BATCH" --max-wait-ms "$RETRIEVER_MAX_WAIT_MS" --queue-size "$RETRIEVER_QUEUE_SIZE"
-  --http-workers "$RETRIEVER_HTTP_WORKERS"
+  --http-workers "$RETRIEVER_HTTP_WORKERS" --lanes "$RETRIEVER_LANES"
 )
 [[ -n "$RETRIEVER_INDEX" ]] && args+=(--index-dir "$RETRIEVER_INDEX")
 [[ -n "$RETRIEVER_CORPUS" ]] && args+=(--corpus "$RETRIEVER_CORPUS")

@@ -206,8 +206,9 @@ def create_app(config: ServerConfig, loader: Loader = default_loader) -> FastAPI
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        # One thread owns the model and the index: GPU FAISS and torch are not safe to call concurrently.
-        executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix="mr-search-model")
+        # One thread per batcher lane calls the model and the index (one lane unless the searcher allows concurrent
+        # calls: GPU FAISS and a CUDA encoder do not).
+        executor = ThreadPoolExecutor(max_workers=config.batcher.lanes, thread_name_prefix="mr-search-model")
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
         state.searcher, state.corpus = await loop.run_in_executor(executor, loader, config)

@@ -3,6 +3,9 @@
 Each batch is ONE encode + ONE search, run in the model executor so the event loop keeps
 accepting requests meanwhile; whatever arrives during a batch forms the next one, so batches
 grow with load by themselves and `max_wait_ms` only matters when the server is nearly idle.
+With `lanes` > 1, up to that many batches are computed at once (one executor thread each): on a
+CPU, lanes of one intra-op thread each keep every core busy without OpenMP's barriers, and the
+core of a lane that just finished serves HTTP while the other lanes compute.
 """
 
 from __future__ import annotations
@@ -10,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import sys
 import time
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import Executor
+from functools import partial
 
 import numpy as np
 
@@ -34,6 +39,7 @@ class QueueFullError(RuntimeError):
 
 
 Hit = tuple[np.ndarray, np.ndarray]
+_FOR_A_LANE = sys.maxsize  # `_wake_at` while the worker waits for a lane: no queue length wakes it, `_finish` does
 
 
 class _Request:
@@ -56,7 +62,8 @@ class _Item:
 
 class MicroBatcher:
     """The worker sleeps on one future (`_waiter`) that `submit` resolves when the queue reaches `_wake_at`
-    items (1 while idle, max_batch_size while a partial batch waits for company): no Event, no task per batch."""
+    items (1 while idle, max_batch_size while a partial batch waits for company), or that a finishing batch
+    resolves when all lanes were busy: no Event, no task per batch (a batch's end is a future callback)."""
 
     def __init__(
         self,
@@ -75,6 +82,7 @@ class MicroBatcher:
         self._task: asyncio.Task | None = None
         self._stopping = False
         self._batch_seconds = 0.05  # running mean of one batch, for Retry-After
+        self._in_flight = 0  # batches being computed (at most config.lanes)
 
     @property
     def depth(self) -> int:
@@ -105,7 +113,7 @@ class MicroBatcher:
         items = self._items
         if len(items) + len(queries) > self.config.queue_size:
             batches_ahead = math.ceil(len(items) / self.config.max_batch_size) + 1
-            retry = max(1, math.ceil(batches_ahead * self._batch_seconds))
+            retry = max(1, math.ceil(batches_ahead * self._batch_seconds / self.config.lanes))
             raise QueueFullError(len(items), self.config.queue_size, retry)
         future = asyncio.get_running_loop().create_future()
         request = _Request(future, len(queries))
@@ -165,12 +173,32 @@ class MicroBatcher:
             if request.pending == 0:
                 request.future.set_result(request.hits)
 
+    def _finish(self, batch: list[_Item], start: float, done: asyncio.Future) -> None:
+        """Answer (or fail) a computed batch and free its lane; runs on the event loop."""
+        self._in_flight -= 1
+        if self._wake_at == _FOR_A_LANE:
+            self._wake()
+        err = RuntimeError("the batch was cancelled") if done.cancelled() else done.exception()
+        if err is not None:  # one bad batch must not kill the worker: its requests get the error
+            logger.error("search failed for a batch of %d queries", len(batch), exc_info=err)
+            self._fail(batch, err)
+            return
+        scores, ids = done.result()
+        elapsed = time.perf_counter() - start
+        self._batch_seconds = 0.8 * self._batch_seconds + 0.2 * elapsed
+        if self.metrics is not None:
+            self.metrics.observe_batch(len(batch), elapsed)
+        self._answer(batch, scores, ids)
+
     async def _run(self) -> None:
         loop = asyncio.get_running_loop()
         while True:
+            if self._in_flight >= self.config.lanes:
+                await self._sleep(_FOR_A_LANE, None)
+                continue
             if not self._items:
                 if self._stopping:
-                    return
+                    break
                 await self._sleep(1, None)
                 continue
             await self._wait_for_batch()
@@ -178,15 +206,8 @@ class MicroBatcher:
             if not batch:
                 continue
             k = max(item.k for item in batch)
-            start = time.perf_counter()
-            try:
-                scores, ids = await loop.run_in_executor(self.executor, self.search_fn, [i.query for i in batch], k)
-            except Exception as err:  # one bad batch must not kill the worker: its requests get the error
-                logger.exception("search failed for a batch of %d queries", len(batch))
-                self._fail(batch, err)
-                continue
-            elapsed = time.perf_counter() - start
-            self._batch_seconds = 0.8 * self._batch_seconds + 0.2 * elapsed
-            if self.metrics is not None:
-                self.metrics.observe_batch(len(batch), elapsed)
-            self._answer(batch, scores, ids)
+            self._in_flight += 1
+            done = loop.run_in_executor(self.executor, self.search_fn, [i.query for i in batch], k)
+            done.add_done_callback(partial(self._finish, batch, time.perf_counter()))
+        while self._in_flight:  # stopping: the last batches are still being computed
+            await self._sleep(_FOR_A_LANE, None)

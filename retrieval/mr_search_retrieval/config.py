@@ -68,10 +68,13 @@ class BatcherConfig:
     max_batch_size: int = 128
     max_wait_ms: float = 2.0
     queue_size: int = 4096  # queued queries; beyond this the server answers 429
+    # Batches computed at once, each in its own executor thread (the searcher must allow concurrent calls).
+    lanes: int = 1
 
     def __post_init__(self) -> None:
         _check_positive("max_batch_size", self.max_batch_size)
         _check_positive("queue_size", self.queue_size)
+        _check_positive("lanes", self.lanes)
         if self.max_wait_ms < 0:
             raise ValueError(f"max_wait_ms must be >= 0, got {self.max_wait_ms!r}")
 

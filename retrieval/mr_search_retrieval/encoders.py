@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import threading
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
@@ -109,6 +110,10 @@ class HFEncoder:
                     module.to(torch.bfloat16)
         self.sub_batch_size = config.sub_batch_size or (1024 if on_gpu else 64)
         self._left_padded = self.tokenizer.padding_side == "left"
+        # A fast tokenizer must not be entered by two threads at once; the CPU forward can: on CPU, encode_* may
+        # be called from several threads (the server's batch lanes, one intra-op thread each).
+        self._tokenizer_lock = threading.Lock()
+        self.thread_safe = not on_gpu
         self.dim = int(self.model.config.hidden_size)
         self._identity = encoder_identity(self.model_dir, config)
         logger.info(
@@ -127,9 +132,10 @@ class HFEncoder:
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
-        batch = self.tokenizer(
-            list(texts), padding=True, truncation=True, max_length=self.config.max_length, return_tensors="np"
-        )
+        with self._tokenizer_lock:
+            batch = self.tokenizer(
+                list(texts), padding=True, truncation=True, max_length=self.config.max_length, return_tensors="np"
+            )
         lengths = batch["attention_mask"].sum(axis=1)
         order = np.argsort(lengths, kind="stable")
         out = np.empty((len(texts), self.dim), dtype=np.float32)

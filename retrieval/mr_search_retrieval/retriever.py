@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 from collections.abc import Callable
@@ -36,7 +37,9 @@ class DenseSearcher:
         self.encoder = encoder
         self.index = index
         self.num_docs = int(index.ntotal)
-        self._encode_lock = threading.Lock()
+        # Encoders that may be entered by several threads at once (HFEncoder on CPU: `thread_safe`) run concurrently
+        # (the server's batch lanes); others are serialized.
+        self._encode_lock = contextlib.nullcontext() if getattr(encoder, "thread_safe", False) else threading.Lock()
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         # Safe to call from several threads (the search worker overlaps batches): a fast tokenizer must not be

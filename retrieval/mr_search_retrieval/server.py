@@ -4,12 +4,44 @@ from __future__ import annotations
 
 import argparse
 import logging
+import os
 import sys
 from pathlib import Path
 
 from mr_search_retrieval.config import BatcherConfig, LimitsConfig, ServerConfig
 
 logger = logging.getLogger(__name__)
+
+MAX_AUTO_LANES = 8
+
+
+def _usable_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def cpu_lanes(torch_threads: int = 0) -> tuple[int, int]:
+    """(lanes, intra-op threads per lane) that share this machine's usable cores: one lane per core (at most
+    MAX_AUTO_LANES) unless `torch_threads` > 0 fixes the threads per lane."""
+    cpus = _usable_cpus()
+    if torch_threads > 0:
+        return max(1, min(MAX_AUTO_LANES, cpus // torch_threads)), torch_threads
+    lanes = min(MAX_AUTO_LANES, cpus)
+    return lanes, max(1, cpus // lanes)
+
+
+def auto_lanes(args: argparse.Namespace) -> tuple[int, int]:
+    """(lanes, torch threads) for --lanes 0: on a CPU, lanes of few intra-op threads each beat one batch spread over
+    every core (OpenMP's barriers stall whenever one thread is descheduled; scripts/bench/bench_retrieval_server.py)."""
+    if args.lanes > 0 or args.retriever != "dense" or args.http_workers > 0:
+        return max(args.lanes, 1), args.torch_threads
+    from mr_search_retrieval.encoders import resolve_device
+
+    if resolve_device(args.device).type != "cpu" or resolve_device(args.index_device).type != "cpu":
+        return 1, args.torch_threads
+    return cpu_lanes(args.torch_threads)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -32,6 +64,13 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--max-batch-size", type=int, default=b.max_batch_size, help="queries per encode+search")
     g.add_argument("--max-wait-ms", type=float, default=b.max_wait_ms, help="how long a lone query waits for company")
     g.add_argument("--queue-size", type=int, default=b.queue_size, help="queued queries before answering 429")
+    g.add_argument(
+        "--lanes",
+        type=int,
+        default=0,
+        help="batches computed at once, one thread each. 0: auto = a dense index served on the CPU gets one lane per "
+        f"core (at most {MAX_AUTO_LANES}) with the cores split between them (--torch-threads 0); anything else 1",
+    )
     g = p.add_argument_group("request limits (422 beyond them)")
     g.add_argument("--max-queries-per-request", type=int, default=lim.max_queries_per_request)
     g.add_argument("--max-query-chars", type=int, default=lim.max_query_chars)
@@ -87,7 +126,7 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         corpus=str(corpus),
         retriever=args.retriever,
         encoder=encoder,
-        batcher=BatcherConfig(args.max_batch_size, args.max_wait_ms, args.queue_size),
+        batcher=BatcherConfig(args.max_batch_size, args.max_wait_ms, args.queue_size, args.lanes or 1),
         limits=LimitsConfig(args.max_queries_per_request, args.max_query_chars, args.max_topk, args.max_body_bytes),
         default_topk=args.topk,
         index_device=args.index_device,
@@ -106,6 +145,7 @@ def main(argv: list[str] | None = None) -> None:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
+        args.lanes, args.torch_threads = auto_lanes(args)
         config = config_from_args(args)
     except (FileNotFoundError, ValueError, ImportError) as err:
         sys.exit(f"mr-search-retrieval: {err}")
@@ -113,6 +153,7 @@ def main(argv: list[str] | None = None) -> None:
         import torch
 
         torch.set_num_threads(args.torch_threads)
+    logger.info("%d batch lane(s), %s intra-op thread(s) each", config.batcher.lanes, args.torch_threads or "torch's")
     if config.http_workers > 0:
         from mr_search_retrieval.multiproc import FrontOptions, serve_multiprocess
 

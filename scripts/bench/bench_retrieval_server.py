@@ -3,8 +3,10 @@
 Same machine, encoder (bundled all-MiniLM-L6-v2, e5 prefixes), FAISS Flat index and corpus (the embedded
 world) for both. The baseline serves the way Search-R1's retrieval_server.py does: a synchronous FastAPI
 endpoint (run in Starlette's thread pool) that encodes and searches each request on its own. The load
-generator runs in its own process (aiohttp) and reports the CPU it used itself. Also measured: bare
-batched encode+search throughput in one process, and the server's fraction of it.
+generator runs in its own process (a minimal HTTP/1.1 client on uvloop, one keep-alive connection per client: it
+shares the cores with the server under test, so it must cost little) and reports the CPU it used itself. Also
+measured: bare batched encode+search throughput in one process (one batch at a time, and as the server's batch
+lanes: one batch per lane at once), and the server's fraction of it.
 
 Both servers run with the same OMP_WAIT_POLICY (by default OpenMP's own, as both servers run unless the user sets
 it; --omp-wait-policy PASSIVE measures a machine shared with busy processes, where sleeping idle threads leave the
@@ -29,12 +31,13 @@ import subprocess
 import sys
 import tempfile
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from pydantic import BaseModel
 
 HERE = Path(__file__).resolve()
-BARE_SIZES = (1, 32, 128, 256)
+BARE_SIZES = (1, 32, 64, 128, 256)
 
 
 class QueryRequest(BaseModel):
@@ -77,54 +80,111 @@ def serve_baseline(index_dir: str, corpus: str, port: int, torch_threads: int) -
 
 
 # ---------------------------------------------------------------- load generator (its own process)
+class _Client(asyncio.Protocol):
+    """One closed-loop client on one keep-alive connection: send a request, read the whole response, send the next.
+
+    A minimal HTTP/1.1 client (prebuilt request bytes, status line and Content-Length parsed, nothing else): the load
+    generator shares the 2 cores with the server under test, so every microsecond it spends per request is taken
+    from the server (aiohttp's client costs ~10x more CPU per request); both servers get the same client."""
+
+    def __init__(self, shared: _LoadState, first: int) -> None:
+        self.shared, self.n = shared, first
+        self.buf = bytearray()
+        self.sent = 0.0
+        self.transport: asyncio.Transport | None = None
+        self.closed = shared.loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport  # type: ignore[assignment]
+        self._send()
+
+    def _send(self) -> None:
+        shared = self.shared
+        self.sent = time.perf_counter()
+        if self.sent >= shared.end:
+            self.transport.close()
+            return
+        self.transport.write(shared.requests[self.n % len(shared.requests)])
+        self.n += shared.clients
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        head_end = buf.find(b"\r\n\r\n")
+        if head_end < 0:
+            return
+        head = bytes(buf[:head_end]).lower()
+        at = head.find(b"\r\ncontent-length:")
+        if at < 0:
+            raise RuntimeError("response without Content-Length: this load generator reads only sized bodies")
+        eol = head.find(b"\r\n", at + 2)
+        length = int(head[at + 17 : eol if eol >= 0 else len(head)])
+        total = head_end + 4 + length
+        if len(buf) < total:
+            return
+        status = int(head[9:12])
+        del buf[:total]
+        done = time.perf_counter()
+        shared = self.shared
+        if status == 200:
+            shared.answered += 1
+            if self.sent >= shared.start and done <= shared.end:
+                shared.latencies.append(done - self.sent)
+        else:
+            shared.errors[str(status)] = shared.errors.get(str(status), 0) + 1
+        self._send()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if time.perf_counter() < self.shared.end:
+            name = type(exc).__name__ if exc else "ConnectionClosed"
+            self.shared.errors[name] = self.shared.errors.get(name, 0) + 1
+        if not self.closed.done():
+            self.closed.set_result(None)
+
+
+class _LoadState:
+    def __init__(self, requests: list[bytes], clients: int, start: float, end: float) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.requests, self.clients, self.start, self.end = requests, clients, start, end
+        self.latencies: list[float] = []
+        self.answered = 0  # every 200, warm-up and tail included: the count the server's CPU time is divided by
+        self.errors: dict[str, int] = {}
+
+
+def _requests(url: str, queries: list[str]) -> list[bytes]:
+    host_port, path = url.removeprefix("http://").split("/", 1)
+    out = []
+    for q in queries:
+        body = json.dumps({"queries": [q], "topk": 3, "return_scores": True}).encode()
+        head = f"POST /{path} HTTP/1.1\r\nHost: {host_port}\r\nContent-Type: application/json\r\n"
+        out.append(head.encode() + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+    return out
+
+
 async def _load(url: str, clients: int, warmup: float, duration: float, queries: list[str]) -> dict:
-    import aiohttp
-
-    latencies: list[float] = []
-    answered = [0]  # every 200, warm-up and tail included: the count the server's CPU time is divided by
-    errors: dict[str, int] = {}
+    loop = asyncio.get_running_loop()
+    host, port = url.removeprefix("http://").split("/", 1)[0].rsplit(":", 1)
     t0 = time.perf_counter()
-    start, end = t0 + warmup, t0 + warmup + duration
-    cpu0: list[float] = []
-
-    async def client(session: aiohttp.ClientSession, c: int) -> None:
-        n = c
-        while (now := time.perf_counter()) < end:
-            payload = {"queries": [queries[n % len(queries)]], "topk": 3, "return_scores": True}
-            n += clients
-            try:
-                async with session.post(url, json=payload) as r:
-                    await r.read()
-                    ok = r.status == 200
-                    answered[0] += ok
-                    if not ok:
-                        errors[str(r.status)] = errors.get(str(r.status), 0) + 1
-            except Exception as err:
-                ok = False
-                errors[type(err).__name__] = errors.get(type(err).__name__, 0) + 1
-            done = time.perf_counter()
-            if ok and now >= start and done <= end:
-                latencies.append(done - now)
-
-    async def cpu_mark() -> None:
-        await asyncio.sleep(max(0.0, start - time.perf_counter()))
-        ru = resource.getrusage(resource.RUSAGE_SELF)
-        cpu0.append(ru.ru_utime + ru.ru_stime)
-
-    connector = aiohttp.TCPConnector(limit=clients)
-    async with aiohttp.ClientSession(connector=connector, timeout=aiohttp.ClientTimeout(total=120)) as session:
-        await asyncio.gather(cpu_mark(), *(client(session, c) for c in range(clients)))
+    state = _LoadState(_requests(url, queries), clients, t0 + warmup, t0 + warmup + duration)
+    conns = []
+    for c in range(clients):
+        _, proto = await loop.create_connection(lambda c=c: _Client(state, c), host, int(port))
+        conns.append(proto)
+    await asyncio.sleep(max(0.0, state.start - time.perf_counter()))
     ru = resource.getrusage(resource.RUSAGE_SELF)
-    lat = sorted(latencies)
+    cpu0 = ru.ru_utime + ru.ru_stime
+    await asyncio.wait_for(asyncio.gather(*(c.closed for c in conns)), timeout=duration + 120)
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    lat = sorted(state.latencies)
     pct = lambda p: lat[min(len(lat) - 1, int(p * len(lat)))] if lat else float("nan")  # noqa: E731
     return {
         "qps": len(lat) / duration,
         "p50_s": pct(0.50),
         "p99_s": pct(0.99),
         "requests": len(lat),
-        "answered_total": answered[0],
-        "errors": errors,
-        "loadgen_cpu_cores": (ru.ru_utime + ru.ru_stime - cpu0[0]) / duration,
+        "answered_total": state.answered,
+        "errors": state.errors,
+        "loadgen_cpu_cores": (ru.ru_utime + ru.ru_stime - cpu0) / duration,
     }
 
 
@@ -239,9 +299,10 @@ def _scrape(url: str) -> dict:
 
 
 def _bare_throughput(
-    index_dir: Path, questions: Path, batch_sizes: list[int], threads: int
+    index_dir: Path, questions: Path, batch_sizes: tuple[int, ...], threads: int, lanes: int
 ) -> dict[int, tuple[float, float]]:
-    """Encode + search in one process, no HTTP: the ceiling the server is measured against."""
+    """Encode + search in one process, no HTTP: the ceiling the server is measured against. `lanes` threads search
+    their own batch at once (the server's batch lanes), each with `threads` intra-op threads."""
     import torch
 
     from mr_search_retrieval.config import EncoderConfig
@@ -254,24 +315,36 @@ def _bare_throughput(
     searcher = DenseSearcher(HFEncoder(EncoderConfig(device="cpu")), FaissIndex.load(index_dir, "cpu"))
     queries = [json.loads(line)["question"] for line in questions.read_text().splitlines() if line.strip()]
     out = {}
-    for bs in batch_sizes:
-        batch = [queries[i % len(queries)] for i in range(bs)]
-        searcher.search(batch, 3)
-        n, t0, cpu0 = 0, time.perf_counter(), time.process_time()
-        while time.perf_counter() - t0 < 2.0:
-            searcher.search(batch, 3)
-            n += bs
-        out[bs] = (n / (time.perf_counter() - t0), 1000 * (time.process_time() - cpu0) / n)  # q/s, CPU ms/query
+    with ThreadPoolExecutor(lanes) as pool:
+        for bs in batch_sizes:
+            batch = [queries[i % len(queries)] for i in range(bs)]
+
+            def searches(until: float, batch: list[str] = batch) -> int:
+                n = 0
+                while time.perf_counter() < until:
+                    searcher.search(batch, 3)
+                    n += len(batch)
+                return n
+
+            list(pool.map(lambda _, b=batch: searcher.search(b, 3), range(lanes)))  # not timed: warms every lane up
+            t0, cpu0 = time.perf_counter(), time.process_time()
+            n = sum(pool.map(searches, [t0 + 2.0] * lanes))
+            out[bs] = (n / (time.perf_counter() - t0), 1000 * (time.process_time() - cpu0) / n)  # q/s, CPU ms/query
     return out
 
 
-def _bare_best(index_dir: Path, questions: Path, threads: int, policy: str) -> dict[int, tuple[float, float]]:
-    """Bare throughput with our thread setting and torch's default, and with the servers' OpenMP wait policy and
-    OpenMP's default, each in a fresh process; the best per size counts (the ceiling is never lowered)."""
+def _bare_best(
+    index_dir: Path, questions: Path, threads: int, policy: str, lanes: tuple[int, int]
+) -> dict[int, tuple[float, float]]:
+    """Bare throughput as one batch at a time with our thread setting and torch's default, and as the server's lanes
+    (`lanes`: count, threads each); with the servers' OpenMP wait policy and OpenMP's default; each in a fresh
+    process. The best per size counts (the ceiling is never lowered)."""
+    variants = {(t, 1) for t in (threads, 0)} | ({lanes} if lanes[0] > 1 else set())
     runs = []
-    for t in sorted({threads, 0}):
+    for t, n in sorted(variants):
         for pol in sorted({policy, "default"}):
             cmd = [sys.executable, str(HERE), "--bare", str(index_dir), str(questions), "--torch-threads", str(t)]
+            cmd += ["--lanes", str(n)]
             out = subprocess.run(cmd, capture_output=True, text=True, check=True, env=_server_env(pol))
             runs.append({int(k): tuple(v) for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()})
     return {b: max((r[b] for r in runs), key=lambda v: v[0]) for b in BARE_SIZES}
@@ -284,9 +357,11 @@ def main() -> None:
     p.add_argument("--duration", type=float, default=20.0, help="measured seconds per server")
     p.add_argument("--max-batch-size", type=int, default=128)
     p.add_argument("--max-wait-ms", type=float, default=2.0)
-    # Ours: one intra-op thread leaves the second core to HTTP and the load generator. The baseline keeps
-    # torch's default (0), as Search-R1's server does; bare is measured with both and the best counts.
-    p.add_argument("--torch-threads", type=int, default=0, help="ours: 0 = torch's default, as the server runs")
+    # Ours runs as `bash retrieval_launch.sh` does: --lanes 0 and --torch-threads 0 let the server choose (on a CPU:
+    # one batch lane per core, one intra-op thread each). The baseline keeps torch's default, as Search-R1's server
+    # does; bare is measured one batch at a time (our threads and torch's default) and as the server's lanes.
+    p.add_argument("--torch-threads", type=int, default=0, help="ours: intra-op threads per lane (0: the server's)")
+    p.add_argument("--lanes", type=int, default=0, help="ours: batches computed at once (0: the server's auto)")
     p.add_argument("--baseline-torch-threads", type=int, default=0)
     p.add_argument("--http-workers", type=int, default=0, help="ours: 0 one process; N HTTP fronts + a search worker")
     # Both servers get the same policy, so the ratio measures batching, not this knob.
@@ -304,7 +379,8 @@ def main() -> None:
     if args.loadgen:
         return run_loadgen(args.loadgen, args.clients, args.warmup, args.duration, args.questions)
     if args.bare:
-        bare = _bare_throughput(Path(args.bare[0]), Path(args.bare[1]), BARE_SIZES, args.torch_threads)
+        index_dir, questions = Path(args.bare[0]), Path(args.bare[1])
+        bare = _bare_throughput(index_dir, questions, BARE_SIZES, args.torch_threads, max(1, args.lanes))
         print(json.dumps(bare))
         return None
     if args.serve_baseline:
@@ -319,14 +395,23 @@ def main() -> None:
     corpus, questions = Path(world.corpus), Path(world.test)
     index_dir = ensure_index(corpus, "dense", "faiss", "Flat")
     threads = str(args.torch_threads)
+    if args.http_workers > 0:
+        lanes = (1, args.torch_threads)
+    elif args.lanes > 0:
+        lanes = (args.lanes, args.torch_threads)
+    else:
+        from mr_search_retrieval.server import cpu_lanes
+
+        lanes = cpu_lanes(args.torch_threads)
     print(
         f"corpus {corpus} ({sum(1 for _ in corpus.open())} passages), FAISS Flat, all-MiniLM-L6-v2, "
         f"{os.cpu_count()} CPU cores, {args.clients} clients x single-query requests, {args.duration:.0f}s each, "
-        f"torch threads: ours {threads}, baseline {args.baseline_torch_threads or 'default'}, "
+        f"ours: {lanes[0]} batch lane(s) x {lanes[1] or 'default'} torch thread(s), max batch {args.max_batch_size}, "
+        f"baseline torch threads {args.baseline_torch_threads or 'default'}, "
         f"ours --http-workers {args.http_workers}, OMP_WAIT_POLICY of both servers {args.omp_wait_policy}, "
         f"load average at the start {os.getloadavg()}"
     )
-    bare_before = _bare_best(index_dir, questions, args.torch_threads, args.omp_wait_policy)
+    bare_before = _bare_best(index_dir, questions, args.torch_threads, args.omp_wait_policy, lanes)
 
     port = _free_port()
     baseline_cmd = [sys.executable, str(HERE), "--serve-baseline", str(index_dir), str(corpus), str(port)]
@@ -342,6 +427,7 @@ def main() -> None:
     ours_cmd += ["--corpus", str(corpus), "--port", str(port), "--device", "cpu", "--index-device", "cpu"]
     ours_cmd += ["--log-level", "warning", "--torch-threads", threads, "--max-batch-size", str(args.max_batch_size)]
     ours_cmd += ["--max-wait-ms", str(args.max_wait_ms), "--http-workers", str(args.http_workers)]
+    ours_cmd += ["--lanes", str(args.lanes)]
     ours = _measure(
         ours_cmd,
         f"http://127.0.0.1:{port}/health",
@@ -350,7 +436,7 @@ def main() -> None:
         questions,
         metrics=f"http://127.0.0.1:{port}/metrics",
     )
-    bare_after = _bare_best(index_dir, questions, args.torch_threads, args.omp_wait_policy)
+    bare_after = _bare_best(index_dir, questions, args.torch_threads, args.omp_wait_policy, lanes)
     # The machine may be shared: the ceiling is the better of the two bare runs (the conservative choice).
     bare = {b: max(bare_before[b][0], bare_after[b][0]) for b in BARE_SIZES}
     bare_cpu = {b: min(bare_before[b][1], bare_after[b][1]) for b in BARE_SIZES}

@@ -94,3 +94,50 @@ async def test_stop_answers_queued_queries_before_ending() -> None:
     assert [int(hits[0][1][0]) for hits in await asyncio.gather(*pending)] == [0, 1, 2, 3]
     with pytest.raises(RuntimeError, match="not running"):
         await batcher.submit(["q 9"], 1)
+
+
+class ConcurrencyProbe(RecordingSearch):
+    """RecordingSearch that also records how many calls ran at the same time."""
+
+    def __init__(self, delay: float) -> None:
+        super().__init__(delay)
+        self.lock, self.running, self.peak = threading.Lock(), 0, 0
+
+    def __call__(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
+        with self.lock:
+            self.running += 1
+            self.peak = max(self.peak, self.running)
+        try:
+            return super().__call__(queries, k)
+        finally:
+            with self.lock:
+                self.running -= 1
+
+
+@pytest.mark.parametrize("lanes", [1, 2, 3])
+async def test_lanes_compute_that_many_batches_at_once_and_answer_each_request(lanes: int) -> None:
+    search = ConcurrencyProbe(delay=0.05)
+    executor = ThreadPoolExecutor(lanes, thread_name_prefix="model")
+    batcher = MicroBatcher(search, BatcherConfig(max_batch_size=4, max_wait_ms=0, lanes=lanes), executor)
+    batcher.start()
+    results = await asyncio.gather(*(batcher.submit([f"q {i}"], 1) for i in range(24)))
+    assert [int(hits[0][1][0]) for hits in results] == list(range(24))
+    assert search.peak == lanes  # never more batches at once than lanes, and all lanes get used
+    assert max(len(b) for b in search.batches) <= 4 and sum(len(b) for b in search.batches) == 24
+    # stop() with batches in flight on every lane: their queries and the queued ones are still answered
+    pending = [asyncio.ensure_future(batcher.submit([f"q {100 + i}"], 1)) for i in range(4 * lanes + 2)]
+    await asyncio.sleep(0.01)
+    await batcher.stop()
+    assert [int(hits[0][1][0]) for hits in await asyncio.gather(*pending)] == [100 + i for i in range(4 * lanes + 2)]
+    executor.shutdown()
+
+
+async def test_a_failing_batch_on_one_lane_leaves_the_other_lanes_serving() -> None:
+    search = RecordingSearch(delay=0.02, fail_on="q 13")
+    batcher = MicroBatcher(search, BatcherConfig(max_batch_size=1, max_wait_ms=0, lanes=2), ThreadPoolExecutor(2))
+    batcher.start()
+    bad, good = await asyncio.gather(batcher.submit(["q 13"], 1), batcher.submit(["q 7"], 1), return_exceptions=True)
+    assert isinstance(bad, RuntimeError) and "cannot search 'q 13'" in str(bad)
+    assert int(good[0][1][0]) == 7
+    assert int((await batcher.submit(["q 2"], 1))[0][1][0]) == 2
+    await batcher.stop()

@@ -19,6 +19,7 @@ from mr_search_retrieval.corpus import CorpusStore
         (lambda: EncoderConfig(pooling="max"), "'mean', 'cls', 'pooler'"),
         (lambda: EncoderConfig(device="gpu"), "'auto', 'cpu', 'cuda'"),
         (lambda: BatcherConfig(max_batch_size=0), "max_batch_size must be > 0"),
+        (lambda: BatcherConfig(lanes=0), "lanes must be > 0"),
         (lambda: LimitsConfig(max_topk=-1), "max_topk must be > 0"),
         (lambda: ServerConfig(index_dir="i", corpus="c", retriever="splade"), "'dense', 'bm25'"),
         (lambda: ServerConfig(index_dir="i", corpus="c", default_topk=500), "exceeds max_topk"),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pytest
 
@@ -54,3 +56,16 @@ def test_bf16_on_a_bf16_cpu_keeps_the_embedding_direction(reference: np.ndarray)
 def test_negative_sub_batch_size_is_rejected() -> None:
     with pytest.raises(ValueError, match="sub_batch_size must be >= 0"):
         EncoderConfig(sub_batch_size=-1)
+
+
+def test_cpu_encoder_serves_several_threads_at_once(reference: np.ndarray) -> None:
+    """The server's batch lanes call one CPU encoder from several threads: every call gets its own texts' vectors
+    (a fast tokenizer entered by two threads at once raises 'Already borrowed')."""
+    enc = HFEncoder(EncoderConfig(device="cpu", cpu_bf16=False, sub_batch_size=2))
+    assert enc.thread_safe
+    batches = [TEXTS[i:] + TEXTS[:i] for i in range(len(TEXTS))] * 4
+    with ThreadPoolExecutor(4) as pool:
+        outs = list(pool.map(enc.encode_queries, batches))
+    for i, out in enumerate(outs):
+        shift = i % len(TEXTS)
+        np.testing.assert_allclose(out, np.roll(reference, -shift, axis=0), atol=2e-5)

@@ -1,0 +1,42 @@
+"""`--lanes 0` (the default): a dense index served on the CPU gets one batch lane per core; anything else one lane."""
+
+from __future__ import annotations
+
+import pytest
+
+from mr_search_retrieval import server
+
+
+@pytest.fixture
+def cpus(monkeypatch: pytest.MonkeyPatch):
+    def set_cpus(n: int) -> None:
+        monkeypatch.setattr(server, "_usable_cpus", lambda: n)
+
+    return set_cpus
+
+
+def lanes_for(*argv: str) -> tuple[int, int]:
+    return server.auto_lanes(server.build_parser().parse_args(["--device", "cpu", "--index-device", "cpu", *argv]))
+
+
+@pytest.mark.parametrize(
+    ("n_cpus", "argv", "expected"),
+    [
+        (2, [], (2, 1)),  # the 2-core box: two lanes of one intra-op thread
+        (16, [], (server.MAX_AUTO_LANES, 2)),  # capped lanes share the cores
+        (8, ["--torch-threads", "2"], (4, 2)),  # fixed threads per lane: as many lanes as fit
+        (8, ["--lanes", "3"], (3, 0)),  # explicit lanes keep torch's threads unless told
+        (8, ["--retriever", "bm25"], (1, 0)),  # only dense searchers are known to allow concurrent calls
+        (8, ["--http-workers", "2"], (1, 0)),  # fronts forward batches to one search worker
+    ],
+)
+def test_auto_lanes(cpus, n_cpus: int, argv: list[str], expected: tuple[int, int]) -> None:
+    cpus(n_cpus)
+    assert lanes_for(*argv) == expected
+
+
+def test_lanes_reach_the_batcher_config(cpus, tmp_path) -> None:
+    cpus(2)
+    args = server.build_parser().parse_args(["--index-dir", str(tmp_path), "--corpus", str(tmp_path / "c.jsonl")])
+    args.lanes, args.torch_threads = 2, 1
+    assert server.config_from_args(args).batcher.lanes == 2
