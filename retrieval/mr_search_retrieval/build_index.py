@@ -151,6 +151,11 @@ def add_encoder_args(parser: argparse.ArgumentParser) -> None:
     g.add_argument(
         "--no-cpu-bf16", action="store_true", help="float32 on CPU even where it has native bf16 (AVX512-BF16, AMX)"
     )
+    g.add_argument(
+        "--no-cuda-graphs",
+        action="store_true",
+        help="serving on CUDA: run the query encoder eagerly instead of replaying CUDA graphs captured at startup",
+    )
 
 
 def encoder_config_from_args(args: argparse.Namespace) -> EncoderConfig:
@@ -164,6 +169,7 @@ def encoder_config_from_args(args: argparse.Namespace) -> EncoderConfig:
         device=args.device,
         fp16=not args.no_fp16,
         cpu_bf16=not args.no_cpu_bf16,
+        cuda_graphs=not args.no_cuda_graphs,
     )
 
 

@@ -51,6 +51,9 @@ class EncoderConfig:
     # Rows per forward pass once a batch is sorted by token length: each sub-batch pads only to its own longest
     # text. 0: auto (64 on CPU, where that keeps matrix products efficient; 1024 on GPU).
     sub_batch_size: int = 0
+    # On CUDA, serving replays the encoder forward from CUDA graphs captured at startup at bucketed (batch, length)
+    # shapes (graph_encoder.py): one launch instead of ~250 per batch. False: the eager forward. Ignored on CPU.
+    cuda_graphs: bool = True
 
     def __post_init__(self) -> None:
         _check_choice("pooling", self.pooling, POOLINGS)

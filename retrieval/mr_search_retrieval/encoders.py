@@ -141,13 +141,17 @@ class HFEncoder:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
         for start in range(0, len(order), self.sub_batch_size):
             rows = order[start : start + self.sub_batch_size]
-            width = int(lengths[rows].max())
-            cols = slice(-width, None) if self._left_padded else slice(0, width)
-            feed = {k: torch.from_numpy(v[rows][:, cols]).to(self.device) for k, v in batch.items()}
-            out[rows] = self._forward(feed)
+            out[rows] = self._embed_rows(batch, rows, int(lengths[rows].max()))
         return out
 
-    def _forward(self, batch: dict[str, torch.Tensor]) -> np.ndarray:
+    def _embed_rows(self, batch: Any, rows: np.ndarray, width: int) -> np.ndarray:
+        """Embeddings of `rows` of a tokenized batch, cut to their longest text (`width` tokens)."""
+        cols = slice(-width, None) if self._left_padded else slice(0, width)
+        feed = {k: torch.from_numpy(v[rows][:, cols]).to(self.device) for k, v in batch.items()}
+        return self._forward(feed).cpu().numpy()
+
+    def _forward(self, batch: dict[str, torch.Tensor]) -> torch.Tensor:
+        """float32 (n, dim) embeddings on the encoder's device: model, pooling, normalisation."""
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cpu_bf16):
             out = self.model(**batch)
         hidden = out.last_hidden_state.float()
@@ -160,7 +164,7 @@ class HFEncoder:
             emb = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1)
         if self.config.normalize:
             emb = torch.nn.functional.normalize(emb, dim=-1)
-        return emb.cpu().numpy()
+        return emb
 
     def encode_queries(self, texts: Sequence[str]) -> np.ndarray:
         return self._encode([self.config.query_prefix + t for t in texts])

@@ -13,7 +13,8 @@ import numpy as np
 
 from mr_search_retrieval.config import EncoderConfig, ServerConfig
 from mr_search_retrieval.corpus import CorpusStore
-from mr_search_retrieval.encoders import Encoder, HFEncoder
+from mr_search_retrieval.encoders import Encoder
+from mr_search_retrieval.graph_encoder import make_encoder
 from mr_search_retrieval.indexes import TextIndex, VectorIndex
 from mr_search_retrieval.indexes.metadata import IndexMetadata
 
@@ -71,7 +72,7 @@ def load_vector_index(meta: IndexMetadata, index_dir: Path, device: str, search_
 def load_searcher(
     config: ServerConfig,
     corpus: CorpusStore,
-    encoder_factory: Callable[[EncoderConfig], Encoder] = HFEncoder,
+    encoder_factory: Callable[[EncoderConfig], Encoder] = make_encoder,
 ) -> Searcher:
     """Load the configured index; fail with a message naming the file when it does not fit corpus or encoder."""
     index_dir = Path(config.index_dir)

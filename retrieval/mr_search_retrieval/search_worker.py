@@ -92,6 +92,8 @@ class _Live:
 
 
 _REFRESH_S = 0.005
+# One batch per tile configuration of the two-stage search kernel (<= 16, <= 64, more queries; triton_block_max.py).
+WARM_UP_BATCHES = (1, 32, 128)
 
 
 def _receive(ready: list[Any], live: _Live) -> list[tuple[Connection, list[str], int]]:
@@ -257,7 +259,8 @@ def run_search_worker(
         searcher, corpus = loader(config)
         num_docs = len(corpus)
         corpus.close()  # the fronts read passages; the worker only searches
-        searcher.search(["warm up"], 1)
+        for n in WARM_UP_BATCHES:  # first-call costs (kernel compiles, cuBLAS plans) before the first request
+            searcher.search(["warm up"] * n, 1)
     except Exception as err:
         logger.exception("the search worker failed to start")
         status.send(("error", f"{type(err).__name__}: {err}"))

@@ -9,6 +9,8 @@ processes: queries/s, p50/p99 latency per concurrency and max_batch_size, GPU me
 server and load generator. An HTTP-only run (a searcher that does no GPU work) gives the service's own
 ceiling. The multi-process mode (`--http-workers N`: one search-worker process owning encoder + index,
 computing up to `--worker-inflight` merged batches at once, behind N HTTP front processes) is served last.
+On CUDA the service's query encoder replays CUDA graphs captured at startup (graph_encoder.py); the run
+times it against the eager forward and checks that both give the same top-k (`--worker-encoders` serves both).
 Random vectors and random encoder weights: speed, not quality.
 
 Without a CUDA device it prints "skipped: no GPU" and exits 0, unless --device cpu (a tiny smoke run).
@@ -54,6 +56,13 @@ def _pairs(text: str) -> list[tuple[int, int]]:
             )
         pairs.append((int(c), int(q)))
     return pairs
+
+
+def _encoder_modes(text: str) -> list[str]:
+    modes = [v.strip() for v in text.split(",") if v.strip()]
+    if not modes or any(m not in ("graphs", "eager") for m in modes):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of 'graphs' and 'eager', got {text!r}")
+    return modes
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -102,6 +111,18 @@ def build_parser() -> argparse.ArgumentParser:
         type=_ints,
         default=[1],
         help="multi-process rows: merged batches the search worker computes at once (each value: one run)",
+    )
+    p.add_argument(
+        "--worker-encoders",
+        type=_encoder_modes,
+        default=["graphs"],
+        help="multi-process rows: the search worker's query encoder, 'graphs' (CUDA-graph replay, the service's "
+        "default on CUDA) and/or 'eager' (each value: one run)",
+    )
+    p.add_argument(
+        "--compare-compile",
+        action="store_true",
+        help="also time torch.compile(mode='reduce-overhead') of the encoder forward at one bucket vs the graph replay",
     )
     p.add_argument("--worker-gather-ms", type=float, default=3.0, help="search worker: wait for the other fronts")
     p.add_argument("--worker-torch-threads", type=int, default=0, help="search worker intra-op threads (0: torch's)")

@@ -6,7 +6,6 @@ import argparse
 import json
 import logging
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -17,6 +16,8 @@ from typing import Any
 
 import numpy as np
 import torch
+from retrieval_gpu_common import compare_methods, median_seconds, sync_device
+from retrieval_gpu_encoder import measure_graph_encoder
 from retrieval_gpu_fixtures import EncoderShape, corpus_path, ensure_encoder_dir, make_queries, word_list, write_corpus
 from retrieval_gpu_multiproc import RandomIndexLoader, serve_multiproc_points
 from retrieval_gpu_report import print_summary
@@ -26,31 +27,13 @@ from mr_search_retrieval.app import _render_result, parse_request
 from mr_search_retrieval.config import EncoderConfig, LimitsConfig
 from mr_search_retrieval.corpus import CorpusStore
 from mr_search_retrieval.encoders import HFEncoder
+from mr_search_retrieval.graph_encoder import make_encoder
 from mr_search_retrieval.indexes.torch_exact import TorchExactIndex
 from mr_search_retrieval.retriever import DenseSearcher
 
 logger = logging.getLogger(__name__)
 
 WIKI18_PASSAGES = 21_015_324
-
-
-def _sync(device: str) -> None:
-    if device == "cuda":
-        torch.cuda.synchronize()
-
-
-def median_seconds(fn: Callable[[], object], device: str, repeats: int = 3, warmup: int = 1) -> float:
-    """Median wall time of `fn` with the device synchronised around each call."""
-    for _ in range(warmup):
-        fn()
-    _sync(device)
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        _sync(device)
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
 
 
 def measure_encoder(encoder: HFEncoder, args: argparse.Namespace) -> dict[str, Any]:
@@ -85,21 +68,6 @@ def measure_encoder(encoder: HFEncoder, args: argparse.Namespace) -> dict[str, A
         n: n / median_seconds(lambda n=n: encoder.encode_queries(queries[:n]), dev) for n in args.search_batches
     }
     return out
-
-
-def compare_methods(index: TorchExactIndex, plain: TorchExactIndex, q: torch.Tensor, k: int) -> dict[str, Any]:
-    """`index` vs the plain exact search on the same queries: ids equal except between equal scores."""
-    v0, i0 = plain.search_tensor(q, k)
-    v1, i1 = index.search_tensor(q, k)
-    same = i0 == i1
-    diff = (v0 - v1).abs()
-    return {
-        "batch": int(q.shape[0]),
-        "k": k,
-        "same_ids_fraction": float(same.float().mean()),
-        "max_score_diff": float(diff.max()),
-        "max_score_diff_where_ids_differ": float(diff[~same].max()) if bool((~same).any()) else 0.0,
-    }
 
 
 def measure_search(index: TorchExactIndex, searcher: DenseSearcher, args: argparse.Namespace) -> dict[str, Any]:
@@ -316,14 +284,13 @@ def run_multiproc_only(args: argparse.Namespace, res: dict[str, Any], work: Path
     res["serving"] = _serve_multiproc_freed(enc_dir, shape.hidden, corpus, args, None)
     nan = float("nan")
     for r in res["serving"]:
-        st = r.get("worker_stats") or {}
-        n = max(1, st.get("batches", 0))
+        st, w = r.get("worker_stats") or {}, r.get("worker_window") or {}
         print(
             f"{r['searcher']:<32} c={r['concurrency']:<5} {r['queries_per_s']:>8,.0f} q/s"
             f"  p50 {r['p50_ms'] or nan:6.1f}  p99 {r['p99_ms'] or nan:6.1f} ms"
             f"  merged batch {r['mean_batch'] or nan:6.1f}"
-            f" in {r['mean_batch_ms'] or nan:5.1f} ms  (worker so far: encode {1000 * st.get('encode_s', 0) / n:.1f}"
-            f" + index {1000 * st.get('index_s', 0) / n:.1f} ms/batch, max batch {st.get('max_batch')})"
+            f" in {r['mean_batch_ms'] or nan:5.1f} ms  (worker: encode {w.get('encode_ms', nan):.1f}"
+            f" + index {w.get('index_ms', nan):.1f} ms/batch, max batch so far {st.get('max_batch')})"
             f"  srv cpu {r['server_cpu_cores']:.2f}",
             flush=True,
         )
@@ -347,12 +314,12 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     corpus_job = pool.submit(prepare_corpus, corpus_path(work, args.num_passages, args.passage_words), args)
     t = time.perf_counter()
     enc_dir = ensure_encoder_dir(work, shape)
-    encoder = HFEncoder(EncoderConfig(model_dir=str(enc_dir), device=dev, max_length=256))
+    encoder = make_encoder(EncoderConfig(model_dir=str(enc_dir), device=dev, max_length=256))
     setup["encoder_load_s"] = time.perf_counter() - t
     t = time.perf_counter()
     dtype = torch.float16 if dev == "cuda" else torch.float32
     index = TorchExactIndex.from_random(args.num_passages, shape.hidden, device=dev, dtype=dtype)
-    _sync(dev)
+    sync_device(dev)
     setup["index_build_s"] = time.perf_counter() - t
     res["index"] = {
         "rows": index.ntotal,
@@ -370,6 +337,7 @@ def run_all(args: argparse.Namespace) -> dict[str, Any]:
     logger.info("corpus: %s", corpus_setup)
     res["encoder"] = measure_encoder(encoder, args)
     logger.info("encoder: %s", res["encoder"])
+    res["encoder"]["graphs"] = measure_graph_encoder(encoder, index, args.topk, args.compare_compile)
     res["search"] = measure_search(index, searcher, args)
     res["search"]["components"] = measure_search_components(index, args)
     logger.info("search: %s", res["search"])

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from retrieval_gpu_serving import check_consistency, drive, free_port
+from retrieval_gpu_serving import check_consistency, drive, free_port, post_retrieve
 
 from mr_search_retrieval.config import BatcherConfig, EncoderConfig, ServerConfig
 from mr_search_retrieval.corpus import CorpusStore
@@ -99,15 +99,20 @@ class RandomIndexLoader:
     max_length: int = 256
     stats_path: str | None = None  # when set: the searcher is a TimedSearcher writing its stats there
     profile: bool = False  # TimedSearcher also samples the stacks of its batch threads
+    cuda_graphs: bool = True  # the service's default encoder on CUDA (graph replay); False: eager
 
     def __call__(self, config: ServerConfig) -> tuple[Any, CorpusStore]:
         import torch
 
-        from mr_search_retrieval.encoders import HFEncoder
+        from mr_search_retrieval.graph_encoder import make_encoder
         from mr_search_retrieval.indexes.torch_exact import TorchExactIndex
         from mr_search_retrieval.retriever import DenseSearcher
 
-        encoder = HFEncoder(EncoderConfig(model_dir=self.encoder_dir, device=self.device, max_length=self.max_length))
+        encoder = make_encoder(
+            EncoderConfig(
+                model_dir=self.encoder_dir, device=self.device, max_length=self.max_length, cuda_graphs=self.cuda_graphs
+            )
+        )
         dtype = torch.float16 if self.device == "cuda" else torch.float32
         index = TorchExactIndex.from_random(self.num_passages, self.dim, device=self.device, dtype=dtype)
         searcher: Any = DenseSearcher(encoder, index)
@@ -123,6 +128,21 @@ def read_worker_stats(path: str | None) -> dict[str, Any]:
         return json.loads(Path(path).read_text())
     except (OSError, ValueError):
         return {}
+
+
+def _window(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
+    """Per merged batch between two stats snapshots (about one load point, warm-up included): ms and queries."""
+    n = after.get("batches", 0) - before.get("batches", 0)
+    if n <= 0:
+        return {}
+    per = {key: (after.get(key, 0) - before.get(key, 0)) / n for key in ("encode_s", "index_s", "batch_s", "queries")}
+    return {
+        "batches": n,
+        "queries_per_batch": per["queries"],
+        "encode_ms": 1000 * per["encode_s"],
+        "index_ms": 1000 * per["index_s"],
+        "batch_ms": 1000 * per["batch_s"],
+    }
 
 
 def _spawned_children_cpu() -> float:
@@ -207,13 +227,7 @@ class MultiProcServed:
         self.thread.join(timeout=180)
 
     def post(self, payload: dict) -> dict:
-        import json
-
-        req = urllib.request.Request(
-            f"{self.url}/retrieve", data=json.dumps(payload).encode(), headers={"content-type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            return json.loads(resp.read())
+        return post_retrieve(self.url, payload)
 
     def batch_stats(self) -> tuple[int, float, float]:
         """(merged batches, queries, seconds computing) of the search worker so far, from its stats file."""
@@ -235,7 +249,7 @@ def serve_multiproc_points(
     """For each front count: start the service once, check its documents, drive it at each concurrency."""
     rows = []
     queue = max(4096, 2 * max(args.multiproc_concurrency))
-    for fronts, inflight in itertools.product(args.http_workers, args.worker_inflight):
+    for fronts, inflight, mode in itertools.product(args.http_workers, args.worker_inflight, args.worker_encoders):
         config = ServerConfig(
             index_dir="<random index in the search worker>",
             corpus=str(corpus),
@@ -243,18 +257,23 @@ def serve_multiproc_points(
             port=free_port(),
             http_workers=fronts,
         )
-        label = f"multiproc_{fronts}_fronts_inflight{inflight}"
-        run_loader = replace(loader, stats_path=str(stats_dir / f"{label}.json")) if stats_dir else loader
+        # The service's default encoder (graph replay on CUDA, eager elsewhere) is unmarked; `_eager` forces eager.
+        label = f"multiproc_{fronts}_fronts_inflight{inflight}" + ("_eager" if mode == "eager" else "")
+        run_loader = replace(loader, cuda_graphs=mode == "graphs")
+        if stats_dir:
+            run_loader = replace(run_loader, stats_path=str(stats_dir / f"{label}.json"))
         threads = args.worker_torch_threads
         with MultiProcServed(config, run_loader, fronts, inflight, args.worker_gather_ms, threads) as served:
             if expected is not None:
                 check = check_consistency(served, lambda _q, _k: (None, expected[1]), expected[0], args.topk)  # type: ignore[arg-type]
             memory = _gpu_memory_used() if loader.device == "cuda" else None
             for conc in args.multiproc_concurrency:
+                before = read_worker_stats(run_loader.stats_path)
                 row = drive(served, conc, args.client_procs, args.duration, args.warmup, args.topk, 1)
+                row["worker_window"] = _window(before, read_worker_stats(run_loader.stats_path))
                 consistent = check["same_ids"] if expected is not None else None
                 row.update(searcher=label, max_batch_size=args.multiproc_max_batch_size, consistent=consistent)
-                row.update(worker_inflight=inflight, http_fronts=fronts, gpu_memory_used=memory)
+                row.update(worker_inflight=inflight, http_fronts=fronts, gpu_memory_used=memory, worker_encoder=mode)
                 stats = read_worker_stats(run_loader.stats_path)
                 if stats:  # cumulative since the service started: encode vs index time, batch-thread stack samples
                     row["worker_stats"] = stats

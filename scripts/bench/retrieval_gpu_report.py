@@ -21,6 +21,15 @@ def print_summary(res: dict[str, Any]) -> None:
         f"{enc['wiki18_embed_minutes_at_best']:.0f} min",
         f"encoder queries/s: {_fmt(enc['queries_per_s_encode'])}",
     ]
+    graphs = enc.get("graphs")
+    if graphs:
+        lines.append(
+            f"query encoder, CUDA-graph replay (service default): {_fmt(graphs['queries_per_s']['graphs'])} q/s vs "
+            f"eager {_fmt(graphs['queries_per_s']['eager'])}; {graphs['graphs']} graphs captured in "
+            f"{graphs['capture_s']:.1f} s, {graphs['capture_gib']:.2f} GiB; replay vs eager: {graphs['check']}"
+        )
+        if "compile_vs_replay" in graphs:
+            lines.append(f"torch.compile(mode='reduce-overhead') vs graph replay: {graphs['compile_vs_replay']}")
     lines.append(f"service index method: {s.get('service_method')}")
     keys = tuple(k for k in s if k.startswith("bare_search_qps_"))
     for key in (*keys, "pipeline_qps_encode_search"):
@@ -50,6 +59,13 @@ def print_summary(res: dict[str, Any]) -> None:
             f"{r['server_model_thread_cores'] if r['server_model_thread_cores'] is not None else nan:>6.2f}"
             f"{r['loadgen_cpu_cores']:>7.2f}  {r['statuses']}"
         )
+    for r in res["serving"]:
+        if r.get("worker_window"):
+            w = r["worker_window"]
+            lines.append(
+                f"{r['searcher']} c={r['concurrency']}: search worker per merged batch of {w['queries_per_batch']:.0f}:"
+                f" encode {w['encode_ms']:.1f} ms + index {w['index_ms']:.1f} ms = {w['batch_ms']:.1f} ms"
+            )
     for r in res["serving"]:
         if r.get("loop_profile"):
             lp = r["loop_profile"]

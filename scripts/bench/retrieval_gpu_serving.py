@@ -35,6 +35,15 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def post_retrieve(url: str, payload: dict) -> dict:
+    """POST `payload` to the service's /retrieve at `url`; the decoded JSON answer."""
+    req = urllib.request.Request(
+        f"{url}/retrieve", data=json.dumps(payload).encode(), headers={"content-type": "application/json"}
+    )
+    with urllib.request.urlopen(req, timeout=120) as resp:
+        return json.loads(resp.read())
+
+
 class NullSearcher:
     """No model, no index: fixed pseudo-random row ids. Serving it measures the HTTP/JSON side alone."""
 
@@ -139,11 +148,7 @@ class ServedApp:
         return self.server.servers[0].get_loop()
 
     def post(self, payload: dict) -> dict:
-        req = urllib.request.Request(
-            f"{self.url}/retrieve", data=json.dumps(payload).encode(), headers={"content-type": "application/json"}
-        )
-        with urllib.request.urlopen(req, timeout=120) as resp:
-            return json.loads(resp.read())
+        return post_retrieve(self.url, payload)
 
     def batch_stats(self) -> tuple[int, float, float]:
         m = getattr(self.app.state, "metrics", None)

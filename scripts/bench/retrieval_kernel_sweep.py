@@ -14,16 +14,15 @@ import argparse
 import json
 import logging
 import os
-import statistics
 import sys
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "retrieval"))
 
 import torch
+from retrieval_gpu_common import compare_methods, median_seconds
 
 from mr_search_retrieval.indexes.block_max import (
     DEFAULT_BLOCK,
@@ -48,39 +47,6 @@ SWEEP = [  # (block_m, block_n, block_k, num_warps, num_stages)
     (16, 128, 128, 4, 4),
     (16, 256, 128, 4, 4),
 ]
-
-
-def timed(fn: Callable[[], object], repeats: int = 5, warmup: int = 1) -> float:
-    """Median seconds per call, device synchronised."""
-    for _ in range(warmup):
-        fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def compare(index: TorchExactIndex, plain: TorchExactIndex, q: torch.Tensor, k: int) -> dict[str, Any]:
-    """Two-stage vs plain exact search on the same queries: ids equal except where scores tie."""
-    v0, i0 = plain.search_tensor(q, k)
-    v1, i1 = index.search_tensor(q, k)
-    same = i0 == i1
-    # Where ids differ, the plain result's score must equal the two-stage one's (a tie, fp16-rounded).
-    diff = (v0 - v1).abs()
-    return {
-        "batch": int(q.shape[0]),
-        "k": k,
-        "same_ids_fraction": float(same.float().mean()),
-        "max_score_diff": float(diff.max()),
-        "max_score_diff_where_ids_differ": float(diff[~same].max()) if (~same).any() else 0.0,
-        "same_id_sets_fraction": float(
-            sum(set(a) == set(b) for a, b in zip(i0.tolist(), i1.tolist(), strict=True)) / q.shape[0]
-        ),
-    }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -116,9 +82,9 @@ def main(argv: list[str] | None = None) -> int:
         return torch.nn.functional.normalize(x, dim=-1).to(torch.float16)
 
     # Correctness on the full index: random queries, and queries equal to stored rows (their own best match).
-    checks = [compare(index, plain, queries(b), k) for b, k in ((256, 10), (37, 100), (1024, 3))]
+    checks = [compare_methods(index, plain, queries(b), k) for b, k in ((256, 10), (37, 100), (1024, 3))]
     rows_as_q = shard[torch.arange(0, args.rows, args.rows // 64, device="cuda")[:64]]
-    c = compare(index, plain, rows_as_q, 5)
+    c = compare_methods(index, plain, rows_as_q, 5)
     c["self_found_first"] = bool(
         (index.search_tensor(rows_as_q, 1)[1][:, 0].cpu() == torch.arange(0, args.rows, args.rows // 64)[:64]).all()
     )
@@ -130,19 +96,23 @@ def main(argv: list[str] | None = None) -> int:
     for b in (int(x) for x in args.batches.split(",")):
         q = queries(b)
         for name, idx in (("plain", plain), ("grouped", grouped), ("two_stage", index)):
-            qps[name][b] = b / timed(lambda q=q, idx=idx: idx.search_tensor(q, args.topk))
+            qps[name][b] = b / median_seconds(lambda q=q, idx=idx: idx.search_tensor(q, args.topk), "cuda", repeats=5)
 
         def products(q: torch.Tensor = q) -> None:
             for s in range(0, args.rows, 1 << 20):
                 q @ shard[s : s + (1 << 20)].T
 
-        qps["matmul_only"][b] = b / timed(products, repeats=3)
+        qps["matmul_only"][b] = b / median_seconds(products, "cuda")
         maxima = block_max_triton(q, shard, DEFAULT_BLOCK)
         blocks = select_blocks(maxima, args.topk)
         stages[b] = {
-            "block_max_ms": 1000 * timed(lambda q=q: block_max_triton(q, shard, DEFAULT_BLOCK)),
-            "select_ms": 1000 * timed(lambda m=maxima: select_blocks(m, args.topk)),
-            "rescore_ms": 1000 * timed(lambda q=q, bl=blocks: rescore_blocks(q, shard, bl, DEFAULT_BLOCK, args.topk)),
+            "block_max_ms": 1000
+            * median_seconds(lambda q=q: block_max_triton(q, shard, DEFAULT_BLOCK), "cuda", repeats=5),
+            "select_ms": 1000 * median_seconds(lambda m=maxima: select_blocks(m, args.topk), "cuda", repeats=5),
+            "rescore_ms": 1000
+            * median_seconds(
+                lambda q=q, bl=blocks: rescore_blocks(q, shard, bl, DEFAULT_BLOCK, args.topk), "cuda", repeats=5
+            ),
             "default_config": str(default_config(b, DEFAULT_BLOCK)),
         }
         logger.info("batch %d: %s | stages %s", b, {k: round(v[b]) for k, v in qps.items()}, stages[b])
@@ -161,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     out = block_max_triton(q, shard, DEFAULT_BLOCK, cfg)
                     ok = bool(torch.allclose(out, ref, atol=1e-3))
-                    sec = timed(lambda q=q, cfg=cfg: block_max_triton(q, shard, DEFAULT_BLOCK, cfg), repeats=3)
+                    sec = median_seconds(lambda q=q, cfg=cfg: block_max_triton(q, shard, DEFAULT_BLOCK, cfg), "cuda")
                     row = {"batch": b, "config": cfg_t, "ms": 1000 * sec, "qps": b / sec, "same": ok}
                     row["tflops"] = 2 * b * args.rows * args.dim / sec / 1e12
                     row["gb_per_s"] = gib * 2**30 / sec / 1e9

@@ -61,6 +61,8 @@ def test_tiny_cpu_run_serves_real_documents_and_reports_every_figure(tmp_path: P
         "multiproc_2_fronts_inflight2",
     }
     assert rows["multiproc_2_fronts_inflight2"]["worker_inflight"] == 2
+    assert rows["multiproc_2_fronts_inflight2"]["worker_encoder"] == "graphs"  # the default; eager encoder on a CPU
+    assert res["encoder"]["graphs"] == {}  # no CUDA: no graphs to time against the eager forward
     profile = rows["service_profiled"]["loop_profile"]
     assert profile["samples"] > 0 and any("retrieve" in name for name, _ in profile["inclusive"])
     assert set(res["search"]["components"]["16"]) == {"matmul_only_qps", "grouped_chunk_4096_qps"}
