@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import re
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -14,6 +17,15 @@ import pytest
 pytestmark = pytest.mark.slow
 
 QUESTION = "Where was Pekrul Zuk born?"
+BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "bench_retrieval_server.py"
+
+
+def _bench_load(url: str, questions: str, clients: int, seconds: float) -> dict:
+    """The load generator of bench_retrieval_server.py (its own process), as the benchmark runs it."""
+    cmd = [sys.executable, str(BENCH), "--loadgen", f"{url}/retrieve", "--clients", str(clients), "--warmup", "0.5"]
+    cmd += ["--duration", str(seconds), "--questions", questions]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=120, check=True)
+    return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +92,16 @@ async def test_256_concurrent_clients_get_no_failures(server) -> None:
     assert set(statuses) == {200}, f"non-200 answers: {[x for x in statuses if x != 200][:10]}"
 
 
-async def test_tiny_queue_answers_429_with_retry_after_and_survives(launch) -> None:
+def test_benchmark_load_generator_counts_answers_and_latencies(server, world) -> None:
+    """bench_retrieval_server.py's minimal HTTP client reads every response of the real service."""
+    result = _bench_load(server.url, world.test, clients=16, seconds=1.5)
+    assert result["errors"] == {}
+    assert result["requests"] > 16 and result["answered_total"] >= result["requests"]
+    assert 0 < result["p50_s"] <= result["p99_s"] < 60
+    assert re.search(r"\d+ batch lane\(s\)", server.log.read_text())  # the server said how it computes
+
+
+async def test_tiny_queue_answers_429_with_retry_after_and_survives(launch, world) -> None:
     server = launch("--queue-size", "4", "--max-queries-per-request", "4", "--max-batch-size", "2")
     async with aiohttp.ClientSession() as s:
         results = await asyncio.gather(*(_post(s, server.url, {"queries": [f"q {i}"] * 4}) for i in range(24)))
@@ -93,6 +114,9 @@ async def test_tiny_queue_answers_429_with_retry_after_and_survives(launch) -> N
         assert status == 200 and len(body["result"][0]) == 3
         async with s.get(f"{server.url}/metrics") as r:
             assert re.search(r'requests_total\{status="429"\} [1-9]', await r.text())
+    # the benchmark's load generator counts refusals as errors, by status
+    result = _bench_load(server.url, world.test, clients=32, seconds=1.0)
+    assert result["errors"].get("429", 0) > 0 and set(result["errors"]) == {"429"}
 
 
 async def test_bm25_through_the_launcher_and_graceful_stop(launch, bm25_index: Path, test_questions) -> None:
