@@ -35,6 +35,11 @@ def cpu_lanes(torch_threads: int = 0) -> tuple[int, int]:
 def auto_lanes(args: argparse.Namespace) -> tuple[int, int]:
     """(lanes, torch threads) for --lanes 0: on a CPU, lanes of few intra-op threads each beat one batch spread over
     every core (OpenMP's barriers stall whenever one thread is descheduled; scripts/bench/bench_retrieval_server.py)."""
+    if args.lanes > 1 and (args.retriever != "dense" or args.http_workers > 0):
+        raise ValueError(
+            f"--lanes {args.lanes} needs a dense retriever served in one process (BM25's stemmer and the search "
+            "worker's pipes must not be used by two threads at once); use --lanes 1, or 0 to let the server choose"
+        )
     if args.lanes > 0 or args.retriever != "dense" or args.http_workers > 0:
         return max(args.lanes, 1), args.torch_threads
     from mr_search_retrieval.encoders import resolve_device
@@ -90,9 +95,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument(
         "--worker-inflight",
         type=int,
-        default=1,
+        default=0,
         help="with --http-workers: merged batches the search worker computes at once (threads, one CUDA stream "
-        "each; 1 measured best with one GPU)",
+        "each); 0: auto, 2 on a GPU (one encodes while the other searches: best from ~256 clients), else 1",
     )
     g.add_argument(
         "--worker-gather-ms",
@@ -100,6 +105,13 @@ def build_parser() -> argparse.ArgumentParser:
         default=3.0,
         help="with --http-workers: after one front's batch arrives, how long the search worker waits for the "
         "other fronts' batches (ends early once all have sent); merges them into one encode+search",
+    )
+    g.add_argument(
+        "--worker-hold-ms",
+        type=float,
+        default=50.0,
+        help="with --http-workers: while another merged batch computes, the search worker keeps gathering until it "
+        "is done, at most this long (one GPU runs one search at a time anyway; 0: dispatch after the gather window)",
     )
     g.add_argument("--torch-threads", type=int, default=0, help="intra-op CPU threads for the encoder (0: torch's)")
     g.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to finish in-flight requests")
@@ -139,9 +151,10 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
 
 
 def main(argv: list[str] | None = None) -> None:
-    # OpenMP's wait policy is left to the user (OMP_WAIT_POLICY, read when torch loads): on a machine of its own
-    # the default (spinning) serves ~2x faster on 2 cores; on a machine shared with busy processes PASSIVE keeps
-    # idle encoder threads off the cores HTTP needs (3-4x there). Measured by scripts/bench/bench_retrieval_server.py.
+    # OpenMP's wait policy is left to the user (OMP_WAIT_POLICY, read when torch loads). It matters only where a
+    # batch is spread over several intra-op threads (--lanes 1 on a CPU, or --torch-threads > 1): there the default
+    # (spinning) served ~2x faster on a quiet 2-core machine and PASSIVE 3-4x faster on one shared with busy
+    # processes. The CPU default (one lane per core, one thread each) has no OpenMP teams to wait in.
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
@@ -164,6 +177,7 @@ def main(argv: list[str] | None = None) -> None:
                 torch_threads=args.torch_threads,
                 worker_inflight=args.worker_inflight,
                 worker_gather_ms=args.worker_gather_ms,
+                worker_hold_ms=args.worker_hold_ms,
             )
         except ValueError as err:
             sys.exit(f"mr-search-retrieval: {err}")

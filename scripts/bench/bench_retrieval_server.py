@@ -342,7 +342,7 @@ def _bare_best(index_dir: Path, questions: Path, threads: int, policy: str, lane
     """Bare throughput as one batch at a time with our thread setting and torch's default, and as the server's lanes
     (`lanes`: count, threads each); with the servers' OpenMP wait policy and OpenMP's default; each in a fresh
     process. The best per number of queries in flight counts (the ceiling is never lowered)."""
-    variants = {(t, 1) for t in (threads, 0)} | ({lanes} if lanes[0] > 1 else set())
+    variants = {(t, 1) for t in (threads, 0)} | ({(lanes[1], lanes[0])} if lanes[0] > 1 else set())  # (threads, lanes)
     best: Bare = {}
     for t, n in sorted(variants):
         for pol in sorted({policy, "default"}):

@@ -35,6 +35,12 @@ def test_auto_lanes(cpus, n_cpus: int, argv: list[str], expected: tuple[int, int
     assert lanes_for(*argv) == expected
 
 
+@pytest.mark.parametrize("argv", [["--retriever", "bm25"], ["--http-workers", "2"]])
+def test_several_lanes_are_refused_where_the_searcher_cannot_take_concurrent_calls(argv: list[str]) -> None:
+    with pytest.raises(ValueError, match="--lanes 2 needs a dense retriever served in one process"):
+        lanes_for("--lanes", "2", *argv)
+
+
 def test_lanes_reach_the_batcher_config(cpus, tmp_path) -> None:
     cpus(2)
     args = server.build_parser().parse_args(["--index-dir", str(tmp_path), "--corpus", str(tmp_path / "c.jsonl")])
