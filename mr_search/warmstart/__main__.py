@@ -13,9 +13,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m mr_search.warmstart", description=__doc__)
     parser.add_argument("--base", type=Path, default=None, help="HF model dir to start from (default: the tiny policy)")
     parser.add_argument("--out", type=Path, default=None, help="output dir (default: $MR_SEARCH_CACHE/warmstart/<key>)")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch threads while training (0: torch's default; default: 1)"
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    print(ensure_warmstart(base_model=args.base, out_dir=args.out))
+    print(ensure_warmstart(base_model=args.base, out_dir=args.out, threads=args.threads or None))
 
 
 if __name__ == "__main__":

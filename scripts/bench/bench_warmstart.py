@@ -79,7 +79,7 @@ def main() -> int:
     )
     examples = encode_all(transcripts, tokenizer)
     order = _bucketed_batches(examples, args.batch_size, random.Random(0))
-    batches = [_batch([examples[i] for i in chosen], tokenizer.pad_token_id, config.max_length) for chosen in order]
+    batches = [_batch([examples[i] for i in chosen], tokenizer.pad_token_id, config.max_length)[:3] for chosen in order]
     padded = sum(ids.numel() for ids, _, _ in batches)
     real = sum(int(attention.sum()) for _, attention, _ in batches)
     labelled = sum(int((labels != -100).sum()) for _, _, labels in batches)

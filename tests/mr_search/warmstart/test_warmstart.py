@@ -146,18 +146,36 @@ def test_the_cheaper_loss_equals_the_models_own_on_a_padded_batch(index, mini_qu
 
     model = AutoModelForCausalLM.from_pretrained(tiny_policy)
     examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 6, TranscriptConfig(seed=3))]
-    ids, attention, labels = _batch(examples, tokenizer.pad_token_id, 1024)
+    ids, attention, labels, env_labels = _batch(examples, tokenizer.pad_token_id, 1024)
     assert (attention == 0).any(), "the batch must hold padded rows for this check"
     assert shared_prefix_length(ids, labels) > 20, "the rows start with the same instruction, run once"
-    reference = model(input_ids=ids, attention_mask=attention, labels=labels).loss
-    reference.backward()
-    expected = [p.grad.clone() for p in model.parameters()]
-    model.zero_grad()
-    loss = causal_lm_loss(model, ids, labels)
-    loss.backward()
-    assert torch.allclose(loss, reference, atol=1e-5)
-    for got, want in zip((p.grad for p in model.parameters()), expected, strict=True):
-        assert torch.allclose(got, want, atol=1e-5)
+    for weight in (0.0, 0.5):
+        model.zero_grad()
+        reference = model(input_ids=ids, attention_mask=attention, labels=labels).loss
+        if weight:
+            reference = reference + weight * model(input_ids=ids, attention_mask=attention, labels=env_labels).loss
+        reference.backward()
+        expected = [p.grad.clone() for p in model.parameters()]
+        model.zero_grad()
+        loss = causal_lm_loss(model, ids, labels, env_labels, weight)
+        loss.backward()
+        assert torch.allclose(loss, reference, atol=1e-5)
+        for got, want in zip((p.grad for p in model.parameters()), expected, strict=True):
+            assert torch.allclose(got, want, atol=1e-5)
+
+
+def test_environment_labels_cover_the_passages_and_reflections_after_the_question(index, mini_questions, tokenizer):
+    examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 4, TranscriptConfig(seed=4))]
+    env_labels = _batch(examples, tokenizer.pad_token_id, 1024).env_labels
+    for row, example in enumerate(examples):
+        env = env_labels[row].tolist()
+        assert all(label == -100 for label in env[: example.prompt_length]), "the question prompt is not trained"
+        for position, (token, trained) in enumerate(zip(example.input_ids, example.loss_mask, strict=True)):
+            if position >= example.prompt_length:
+                assert env[position] == (-100 if trained else token), "env labels: exactly the environment's tokens"
+        assert all(label == -100 for label in env[len(example.input_ids) :]), "padding is not trained"
+        text = tokenizer.decode([t for t in env if t != -100])
+        assert "<information>" in text and "Doc 1(Title:" in text
 
 
 def test_the_shared_prefix_stops_before_rows_differ_or_a_label():
@@ -176,8 +194,12 @@ def test_supervised_pass_lowers_the_loss(index, mini_questions, tokenizer, tiny_
 
     model = AutoModelForCausalLM.from_pretrained(tiny_policy)
     examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 8, TranscriptConfig())]
+    import torch
+
     config = WarmStartConfig(steps=30, batch_size=4, lr=1e-2, warmup_steps=2)
-    losses = supervised_pass(model, examples, config, tokenizer.pad_token_id)
+    threads = torch.get_num_threads()
+    losses = supervised_pass(model, examples, config, tokenizer.pad_token_id, threads=1)
+    assert torch.get_num_threads() == threads, "the pass gives torch its thread setting back"
     assert len(losses) == 30
     assert sum(losses[-5:]) / 5 < 0.6 * sum(losses[:5]) / 5
 
@@ -199,5 +221,7 @@ def test_ensure_warmstart_saves_a_loadable_policy_once(tmp_path, tiny_policy, mi
 def test_invalid_settings_are_rejected_with_the_reason():
     with pytest.raises(ValueError, match="steps"):
         WarmStartConfig(steps=0)
+    with pytest.raises(ValueError, match="env_loss_weight"):
+        WarmStartConfig(env_loss_weight=-1.0)
     with pytest.raises(ValueError, match="p_wrong"):
         TranscriptConfig(p_wrong=1.0)
