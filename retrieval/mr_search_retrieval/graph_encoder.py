@@ -150,9 +150,6 @@ class CudaGraphEncoder(BucketedEncoder):
         super().__init__(config, buckets)
         self._graphs: dict[Shape, _Graph] = {}
         self._lock = threading.Lock()  # one replay at a time: the graphs share static buffers and a memory pool
-        # Replays run on a high-priority stream: while another batch's index search fills the GPU, the encoder's
-        # kernels are scheduled first as SMs free up (the search worker overlaps the two with --worker-inflight 2).
-        self._stream = torch.cuda.Stream(self.device, priority=-100)  # out of range: the highest priority
         self.capture_s = 0.0
         self.capture_bytes = 0
         if self._left_padded:
@@ -196,7 +193,7 @@ class CudaGraphEncoder(BucketedEncoder):
         g = self._graphs.get(shape)
         if g is None:  # not captured (left padding): the eager forward on the padded inputs
             return super()._run_bucket(shape, stacked, rows)
-        with self._lock, torch.cuda.stream(self._stream):
+        with self._lock:  # on the caller's stream (the search worker's batch thread has its own)
             g.host.numpy()[...] = stacked  # the previous replay's copy is done: its .cpu() below synchronised
             g.inputs.copy_(g.host, non_blocking=True)
             g.graph.replay()

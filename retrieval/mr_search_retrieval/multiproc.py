@@ -37,14 +37,21 @@ class FrontOptions:
     graceful_timeout: float = 30.0
     backlog: int = 2048
     torch_threads: int = 0  # intra-op CPU threads of the search worker (0: torch's default)
-    worker_inflight: int = 1  # merged batches the search worker computes at once (threads, one CUDA stream each)
+    # Merged batches the search worker computes at once (threads, one CUDA stream each); 0: auto (2 on a GPU, else 1).
+    worker_inflight: int = 0
     worker_gather_ms: float = 3.0  # after one front's batch, how long the worker waits for the other idle fronts
+    # ... and while another merged batch computes, until it is done, at most this long (0: off; helps few clients only)
+    worker_hold_ms: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.worker_inflight < 1:
-            raise ValueError(f"worker_inflight must be >= 1 (merged batches at once), got {self.worker_inflight}")
+        if self.worker_inflight < 0:
+            raise ValueError(
+                f"worker_inflight must be >= 0 (merged batches at once; 0: auto), got {self.worker_inflight}"
+            )
         if self.worker_gather_ms < 0:
             raise ValueError(f"worker_gather_ms must be >= 0, got {self.worker_gather_ms}")
+        if self.worker_hold_ms < 0:
+            raise ValueError(f"worker_hold_ms must be >= 0, got {self.worker_hold_ms}")
 
 
 def reuseport_socket(host: str, port: int) -> socket.socket:
@@ -117,6 +124,7 @@ def _start_worker(
             options.torch_threads,
             options.worker_inflight,
             options.worker_gather_ms / 1000,
+            options.worker_hold_ms / 1000,
         ),
         name="mr-search-worker",
     )

@@ -8,18 +8,19 @@ While a batch computes, the next ones queue in the pipes, so batches grow with l
 After the first front's batch arrives, the worker waits up to `gather_s` for the other idle fronts
 (every batch has a fixed cost: encoder kernel launches, one pass over the whole index; so one batch of
 all fronts beats one per front, and fronts answered together stay in phase). Up to `inflight` merged
-batches can run at once (threads, each on its own CUDA stream); on one GPU with a Python-dispatched
-encoder, 1 measured best (issue 7): two batch threads fight over the GIL and the GPU.
+batches can run at once (threads, each on its own CUDA stream): with the encoder replayed from CUDA
+graphs, 2 serve 256-1024 clients 15-45% faster than 1 on an H100 (one batch's tokenizing and replies
+overlap the other's GPU work; the GPU itself runs them nearly in turn), 1 is faster for a few clients
+(32: each batch reads the whole index). Issue 7 has the figures.
 
-On a GPU the worker runs torch with one intra-op CPU thread and the tokenizer without its thread pool
-unless told otherwise: the GPU does the work, and spare CPU threads only contend with the HTTP fronts.
+On a GPU the worker runs torch with one intra-op CPU thread unless told otherwise: the GPU does the
+work, and spare OpenMP threads only contend with the HTTP fronts. The tokenizer keeps its thread pool.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import signal
 import sys
 import threading
@@ -94,6 +95,7 @@ class _Live:
 _REFRESH_S = 0.005
 # One batch per tile configuration of the two-stage search kernel (<= 16, <= 64, more queries; triton_block_max.py).
 WARM_UP_BATCHES = (1, 32, 128)
+_HOLD_POLL_S = 0.0005
 
 
 def _receive(ready: list[Any], live: _Live) -> list[tuple[Connection, list[str], int]]:
@@ -108,9 +110,10 @@ def _receive(ready: list[Any], live: _Live) -> list[tuple[Connection, list[str],
     return requests
 
 
-def _collect(live: _Live, gather_s: float) -> list[tuple[Connection, list[str], int]]:
+def _collect(live: _Live, gather_s: float, hold_s: float = 0.0) -> list[tuple[Connection, list[str], int]]:
     """Block until some front sends a batch; then take what the other idle fronts send within `gather_s`
-    (ending early once every idle front has sent).
+    (ending early once every idle front has sent) and, while another merged batch is computing, until it is done
+    (at most `hold_s` after the first batch arrived).
 
     The set of idle fronts is re-read every `_REFRESH_S` while waiting: with batches in flight, a front becomes idle
     (and may send) when its batch is answered, and it must not wait behind fronts that have nothing to send.
@@ -126,16 +129,21 @@ def _collect(live: _Live, gather_s: float) -> list[tuple[Connection, list[str], 
         if ready:
             break
     requests = _receive(ready, live)
-    if gather_s <= 0 or not requests:
-        return requests
-    deadline = time.monotonic() + gather_s
-    rest = [c for c in current if c not in ready]
-    while rest and (left := deadline - time.monotonic()) > 0:
-        more = wait(rest, timeout=left)
-        if not more:
+    start, heard = time.monotonic(), {id(c) for c in ready}
+    while requests:
+        now = time.monotonic()
+        holding = live.busy > 0 and now < start + hold_s
+        end = start + (max(hold_s, gather_s) if holding else gather_s)
+        rest = [c for c in live.idle() if id(c) not in heard]
+        if now >= end or not (rest or holding):
             break
+        timeout = min(end - now, _HOLD_POLL_S) if holding else end - now  # notice the busy batch finishing
+        if not rest:
+            time.sleep(timeout)
+            continue
+        more = wait(rest, timeout=timeout)
         requests += _receive(more, live)
-        rest = [c for c in rest if c not in more]
+        heard.update(id(c) for c in more)
     return requests
 
 
@@ -191,16 +199,22 @@ def _answer(
         slots.release()
 
 
-def serve_batches(searcher: Searcher, conns: list[Connection], inflight: int = 1, gather_s: float = 0.0) -> int:
+def serve_batches(
+    searcher: Searcher, conns: list[Connection], inflight: int = 1, gather_s: float = 0.0, hold_s: float = 0.0
+) -> int:
     """Answer batches from every connection until all of them are closed; returns the number of merged batches.
 
     inflight: merged batches computing at once (threads; the searcher must be thread-safe for > 1).
     gather_s: after a front's batch arrives, how long to wait for the other idle fronts' batches (ends as soon as
     all of them have sent). Every batch has a fixed cost (kernel launches, one pass over the index), so merging
     fronts pays; it also keeps the fronts in phase: answered together, they send their next batches together.
+    hold_s: while another merged batch is computing, keep gathering until it is done (at most this long after the
+    first batch arrived). On one GPU the next batch's kernels wait behind the running search anyway (an H100's
+    encode of 64 queries: 3 ms alone, 13 ms beside a search). Measured on an H100 (issue 7, 4 fronts, 2 in flight):
+    50 ms took 32 clients from ~700 to ~1,070 q/s but cost 15-20% at 256-1024 clients, so the service default is 0.
     """
-    if inflight < 1 or gather_s < 0:
-        raise ValueError(f"inflight must be >= 1 and gather_s >= 0, got {inflight} and {gather_s}")
+    if inflight < 1 or gather_s < 0 or hold_s < 0:
+        raise ValueError(f"inflight must be >= 1, gather_s and hold_s >= 0, got {inflight}, {gather_s} and {hold_s}")
     live = _Live(conns)
     slots = threading.Semaphore(inflight)
     merged = 0
@@ -209,7 +223,7 @@ def serve_batches(searcher: Searcher, conns: list[Connection], inflight: int = 1
             slots.acquire()  # a batch thread is free
             if not live.snapshot():
                 break
-            requests = _collect(live, gather_s)
+            requests = _collect(live, gather_s, hold_s)
             if not requests:
                 slots.release()
                 continue
@@ -233,6 +247,12 @@ def _serves_on_gpu(config: ServerConfig) -> bool:
     return torch.cuda.is_available() and on_cuda(config.encoder.device) and on_cuda(config.index_device)
 
 
+def auto_inflight(on_gpu: bool) -> int:
+    """Merged batches at once when not told: 2 on a GPU (one batch's CPU work overlaps the other's GPU work),
+    else 1 (a CPU searcher such as BM25 need not be thread-safe, and the fronts need the cores)."""
+    return 2 if on_gpu else 1
+
+
 def run_search_worker(
     config: ServerConfig,
     loader: Loader,
@@ -240,18 +260,22 @@ def run_search_worker(
     status: Connection,
     log_level: str = "INFO",
     torch_threads: int = 0,
-    inflight: int = 1,
+    inflight: int = 0,
     gather_s: float = 0.0,
+    hold_s: float = 0.0,
 ) -> None:
     """Process entry point: load (with the service's startup checks), report on `status`, then serve."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: fronts drain through us first
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s[worker]: %(message)s")
     try:
-        if torch_threads == 0 and _serves_on_gpu(config):
-            # Measured on an H200 (issue 7): torch's 16 CPU threads + the tokenizer's pool tripled encode time
-            # under HTTP load (42 vs 12-14 ms per merged batch); the GPU needs one thread to feed it.
+        on_gpu = _serves_on_gpu(config)
+        inflight = inflight or auto_inflight(on_gpu)
+        if torch_threads == 0 and on_gpu:
+            # Measured on an H200 (issue 7): torch's 16 CPU threads tripled the eager encoder's time under HTTP
+            # load; the GPU needs one thread to feed it. The tokenizer's own pool pays (H100, CUDA graphs, 4 fronts,
+            # 256 clients: 4.2k q/s and p99 77 ms with it, 3.7-4.0k and p99 107-111 ms without; 128 queries
+            # tokenize in 2.4 vs 6.3 ms).
             torch_threads = 1
-            os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
         if torch_threads > 0:  # on a CPU box the fronts need cores too: oversubscribed OpenMP threads crawl
             import torch
 
@@ -274,5 +298,5 @@ def run_search_worker(
         len(conns),
         inflight,
     )
-    merged = serve_batches(searcher, conns, inflight, gather_s)
+    merged = serve_batches(searcher, conns, inflight, gather_s, hold_s)
     logger.info("search worker stopped after %d merged batches", merged)

@@ -36,14 +36,22 @@ logger = logging.getLogger("bench_retrieval_gpu")
 WIKI18_PASSAGES = 21_015_324
 
 
-def _ints(text: str) -> list[int]:
+def _numbers(text: str, cast: type, minimum: float, example: str, noun: str) -> list:
     try:
-        values = [int(v) for v in text.split(",") if v.strip()]
+        values = [cast(v) for v in text.split(",") if v.strip()]
     except ValueError as err:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers like 256,1024, got {text!r}") from err
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected positive integers, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected comma-separated {noun} like {example}, got {text!r}") from err
+    if not values or min(values) < minimum:
+        raise argparse.ArgumentTypeError(f"expected {noun} >= {minimum}, got {text!r}")
     return values
+
+
+def _ints(text: str) -> list[int]:
+    return _numbers(text, int, 1, "256,1024", "integers")
+
+
+def _floats(text: str) -> list[float]:
+    return _numbers(text, float, 0, "0,50", "numbers")
 
 
 def _pairs(text: str) -> list[tuple[int, int]]:
@@ -109,7 +117,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--worker-inflight",
         type=_ints,
-        default=[1],
+        default=[2],
         help="multi-process rows: merged batches the search worker computes at once (each value: one run)",
     )
     p.add_argument(
@@ -125,6 +133,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="also time torch.compile(mode='reduce-overhead') of the encoder forward at one bucket vs the graph replay",
     )
     p.add_argument("--worker-gather-ms", type=float, default=3.0, help="search worker: wait for the other fronts")
+    p.add_argument(
+        "--worker-hold-ms",
+        type=_floats,
+        default=[0.0],
+        help="search worker: while a batch computes, gather until it is done, at most this long (each value: one run)",
+    )
     p.add_argument("--worker-torch-threads", type=int, default=0, help="search worker intra-op threads (0: torch's)")
     p.add_argument(
         "--worker-profile", action="store_true", help="sample the search worker's batch-thread stacks (perturbs it)"

@@ -187,6 +187,7 @@ class MultiProcServed:
         inflight: int = 2,
         gather_ms: float = 1.0,
         torch_threads: int = 0,
+        hold_ms: float = 0.0,
     ) -> None:
         self.url = f"http://127.0.0.1:{config.port}"
         self.loop_thread_id = None
@@ -199,6 +200,7 @@ class MultiProcServed:
             torch_threads=torch_threads or (1 if loader.device == "cpu" else 0),
             worker_inflight=inflight,
             worker_gather_ms=gather_ms,
+            worker_hold_ms=hold_ms,
         )
         self.thread = threading.Thread(target=self._serve, args=(config, loader, fronts), daemon=True)
 
@@ -249,7 +251,8 @@ def serve_multiproc_points(
     """For each front count: start the service once, check its documents, drive it at each concurrency."""
     rows = []
     queue = max(4096, 2 * max(args.multiproc_concurrency))
-    for fronts, inflight, mode in itertools.product(args.http_workers, args.worker_inflight, args.worker_encoders):
+    combos = itertools.product(args.http_workers, args.worker_inflight, args.worker_encoders, args.worker_hold_ms)
+    for fronts, inflight, mode, hold in combos:
         config = ServerConfig(
             index_dir="<random index in the search worker>",
             corpus=str(corpus),
@@ -259,11 +262,12 @@ def serve_multiproc_points(
         )
         # The service's default encoder (graph replay on CUDA, eager elsewhere) is unmarked; `_eager` forces eager.
         label = f"multiproc_{fronts}_fronts_inflight{inflight}" + ("_eager" if mode == "eager" else "")
+        label += f"_hold{hold:g}" if len(args.worker_hold_ms) > 1 else ""
         run_loader = replace(loader, cuda_graphs=mode == "graphs")
         if stats_dir:
             run_loader = replace(run_loader, stats_path=str(stats_dir / f"{label}.json"))
         threads = args.worker_torch_threads
-        with MultiProcServed(config, run_loader, fronts, inflight, args.worker_gather_ms, threads) as served:
+        with MultiProcServed(config, run_loader, fronts, inflight, args.worker_gather_ms, threads, hold) as served:
             if expected is not None:
                 check = check_consistency(served, lambda _q, _k: (None, expected[1]), expected[0], args.topk)  # type: ignore[arg-type]
             memory = _gpu_memory_used() if loader.device == "cuda" else None
@@ -274,6 +278,7 @@ def serve_multiproc_points(
                 consistent = check["same_ids"] if expected is not None else None
                 row.update(searcher=label, max_batch_size=args.multiproc_max_batch_size, consistent=consistent)
                 row.update(worker_inflight=inflight, http_fronts=fronts, gpu_memory_used=memory, worker_encoder=mode)
+                row.update(worker_hold_ms=hold)
                 stats = read_worker_stats(run_loader.stats_path)
                 if stats:  # cumulative since the service started: encode vs index time, batch-thread stack samples
                     row["worker_stats"] = stats

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from mr_search_retrieval.multiproc import FrontOptions
-from mr_search_retrieval.search_worker import RemoteSearcher, serve_batches
+from mr_search_retrieval.search_worker import RemoteSearcher, auto_inflight, serve_batches
 
 
 class MeetingSearcher:
@@ -32,9 +32,9 @@ class MeetingSearcher:
         return -ids.astype(np.float32), ids
 
 
-def _start(searcher: object, n: int, inflight: int, gather_s: float = 0.0):
+def _start(searcher: object, n: int, inflight: int, gather_s: float = 0.0, hold_s: float = 0.0):
     pipes = [mp.Pipe(duplex=True) for _ in range(n)]
-    worker = threading.Thread(target=serve_batches, args=(searcher, [w for w, _ in pipes], inflight, gather_s))
+    worker = threading.Thread(target=serve_batches, args=(searcher, [w for w, _ in pipes], inflight, gather_s, hold_s))
     worker.start()
     return worker, [RemoteSearcher(front, 1000) for _, front in pipes], [front for _, front in pipes]
 
@@ -105,13 +105,56 @@ def test_while_a_batch_is_in_flight_the_idle_fronts_are_merged_into_the_next() -
     worker.join(10)
 
 
+def _slow_on(searcher: MeetingSearcher, query: str, release: threading.Event) -> None:
+    """The batch holding `query` stays in flight until `release` is set."""
+    plain_search = searcher.search
+
+    def search(queries: list[str], k: int):
+        if query in queries:
+            release.wait(5)
+        return plain_search(queries, k)
+
+    searcher.search = search  # type: ignore[method-assign]
+
+
+@pytest.mark.parametrize("hold_s", [10.0, 0.3])
+def test_while_a_batch_computes_the_next_is_held_until_it_is_done_at_most_hold_s(hold_s: float) -> None:
+    searcher, release = MeetingSearcher(meet=1), threading.Event()
+    _slow_on(searcher, "q 0", release)
+    worker, remotes, fronts = _start(searcher, 3, inflight=2, gather_s=0.05, hold_s=hold_s)
+    t0 = threading.Thread(target=remotes[0].search, args=(["q 0"], 1))
+    t0.start()
+    time.sleep(0.2)  # batch 1 (front 0) is computing
+    fronts[1].send((["q 5"], 1))
+    time.sleep(0.15)  # past the gather window: without holding, q 5 would have gone alone
+    fronts[2].send((["q 7"], 1))
+    if hold_s > 1:  # held while batch 1 computes; dispatched, merged, as soon as it is done
+        assert not fronts[1].poll(0.3)
+        release.set()
+    answers = [fronts[1].recv()[1][1].tolist(), fronts[2].recv()[1][1].tolist()]
+    assert answers == [[[5]], [[7]]]
+    assert release.is_set() == (hold_s > 1)  # a short hold ends at hold_s with batch 1 still in flight
+    release.set()
+    t0.join(10)
+    assert sorted(searcher.batches) == [["q 0"], ["q 5", "q 7"]]  # one pass for fronts 1 and 2
+    for f in fronts:
+        f.close()
+    worker.join(10)
+
+
 def test_worker_options_reject_bad_values() -> None:
-    with pytest.raises(ValueError, match="worker_inflight must be >= 1"):
-        FrontOptions(worker_inflight=0)
+    with pytest.raises(ValueError, match="worker_inflight must be >= 0"):
+        FrontOptions(worker_inflight=-1)
+    assert FrontOptions().worker_inflight == 0  # auto: 2 batches at once on a GPU, 1 elsewhere
+    assert (auto_inflight(True), auto_inflight(False)) == (2, 1)
     with pytest.raises(ValueError, match="worker_gather_ms must be >= 0"):
         FrontOptions(worker_gather_ms=-1)
     with pytest.raises(ValueError, match="inflight must be >= 1"):
         serve_batches(MeetingSearcher(1), [], inflight=0)
+    with pytest.raises(ValueError, match="worker_hold_ms must be >= 0"):
+        FrontOptions(worker_hold_ms=-1)
+    with pytest.raises(ValueError, match="hold_s >= 0"):
+        serve_batches(MeetingSearcher(1), [], hold_s=-1)
 
 
 def test_a_front_freed_by_a_finished_batch_is_heard_while_the_other_front_stays_silent() -> None:
