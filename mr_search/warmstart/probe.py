@@ -88,7 +88,8 @@ def summarize(
         entity = entities.get(str(record["uid"]), "\0")
         named += bool(query) and entity.lower() in str(query).lower()
         first = searches(record["attempts"][0]) if record["attempts"] else []
-        found += any(f"(Title: {entity})" in s["information"] for s in first)
+        titles = (f'(Title: "{entity}")', f"(Title: {entity})")  # the corpus quotes its titles; others may not
+        found += any(title in s["information"] for s in first for title in titles)
     first_answers = {str(r["attempts"][0]["answer"]) for r in greedy if r["attempts"]}
     groups: dict[str, list[Mapping[str, Any]]] = {}
     for record in sampled:

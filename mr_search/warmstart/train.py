@@ -45,6 +45,10 @@ class WarmStartConfig:
     lr 1e-2 copied nothing at 500; 600 steps gave 21-37% query and fewer answers. Each step is cheap: the
     shared instruction runs once per batch, the LM head only where a label is (``causal_lm_loss``).
 
+    ``python -m mr_search.warmstart.probe`` on the CPU build (100 held-out questions, 5 samples each), v4 against
+    v3: greedy EM@1..3 31/34/32% (v3: 1/3/1%), query names the entity 42% (33%), gold passage found 64% (60%),
+    sampled EM@1..3 15.2/14.2/13.2% (4.0/4.4/4.6%), mixed-reward groups 46% (41%), distinct answers 46 (51).
+
     Attributes:
         num_transcripts: synthetic meta-episodes drawn from the training questions.
         single_attempt_share: share of them that stop after one attempt: shorter and cheaper, they carry the

@@ -2,10 +2,11 @@
 
 The baseline is the step warm start v3 ran: ``model(input_ids, attention_mask, labels).loss`` (a padding mask,
 so the attention takes its masked path, and the LM head and softmax on every position). The measured path is
-``causal_lm_loss`` (no padding mask on right-padded rows: the causal fast path; the LM head only where a label
-is). Both run on the same length-bucketed batches of real warm-start transcripts of the embedded world, with the
-tiny policy, interleaved round by round so that load from other processes hits both alike. bf16 autocast of the
-measured path (the CPU may have AVX512-BF16) is timed too, to show whether it pays at this model size.
+``causal_lm_loss`` (the instruction all rows share runs once per batch; no padding mask on right-padded rows;
+the LM head only where a label is), on the same labels (model-written tokens; no environment-text loss). Both
+run on the same length-bucketed batches of real warm-start transcripts of the embedded world, with the tiny
+policy, interleaved round by round so that load from other processes hits both alike. bf16 autocast of the
+measured path (the CPU may have AVX512-BF16) and the measured path on one thread are timed too.
 
 Usage: python scripts/bench/bench_warmstart.py [--batches 8 --rounds 3 --batch-size 16]
 Prints ms per step (forward + backward + AdamW) for each and the speed-up; exits non-zero if the two losses of
@@ -46,7 +47,8 @@ def bf16_loss(model, ids, attention, labels):
         return causal_lm_loss(model, ids, labels)
 
 
-def time_steps(model, loss_fn, batches) -> tuple[list[float], list[float]]:
+def time_steps(model, loss_fn, batches, threads: int) -> tuple[list[float], list[float]]:
+    torch.set_num_threads(threads)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.0)
     times, losses = [], []
     for ids, attention, labels in batches:
@@ -89,24 +91,31 @@ def main() -> int:
     )
     initial = AutoModelForCausalLM.from_pretrained(base, dtype="float32")
     initial.train()
-    paths = {"reference (HF loss, padding mask)": reference_loss, "causal_lm_loss": project_loss}
-    paths["causal_lm_loss + bf16 autocast"] = bf16_loss
+    default_threads = torch.get_num_threads()
+    reference_name = f"reference (HF loss, padding mask), {default_threads} threads"
+    mine_name = f"causal_lm_loss, {default_threads} threads"
+    paths = {
+        reference_name: (reference_loss, default_threads),
+        mine_name: (project_loss, default_threads),
+        "causal_lm_loss, 1 thread": (project_loss, 1),
+        f"causal_lm_loss + bf16 autocast, {default_threads} threads": (bf16_loss, default_threads),
+    }
     timings: dict[str, list[float]] = {name: [] for name in paths}
     status = 0
     for round_index in range(args.rounds):
         chosen = batches[round_index * args.batches : (round_index + 1) * args.batches] or batches[: args.batches]
         losses = {}
-        for name, loss_fn in paths.items():
-            times, losses[name] = time_steps(copy.deepcopy(initial), loss_fn, chosen)
+        for name, (loss_fn, threads) in paths.items():
+            times, losses[name] = time_steps(copy.deepcopy(initial), loss_fn, chosen, threads)
             timings[name] += times[1:]  # the first step of a fresh model pays one-time allocations
-        reference, mine = losses["reference (HF loss, padding mask)"], losses["causal_lm_loss"]
+        reference, mine = losses[reference_name], losses[mine_name]
         if any(abs(a - b) > 1e-4 * max(1.0, abs(a)) for a, b in zip(reference, mine, strict=True)):
             print(f"round {round_index}: losses differ: {reference} vs {mine}")
             status = 1
-    baseline = statistics.median(timings["reference (HF loss, padding mask)"])
+    baseline = statistics.median(timings[reference_name])
     for name, times in timings.items():
         median = statistics.median(times)
-        print(f"{name:36s} {1000 * median:7.1f} ms/step   speed-up x{baseline / median:.2f}")
+        print(f"{name:48s} {1000 * median:7.1f} ms/step   speed-up x{baseline / median:.2f}")
     return status
 
 

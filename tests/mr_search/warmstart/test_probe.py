@@ -13,7 +13,7 @@ def _record(
         turns = []
         if index == 0:
             turns.append({"role": "assistant", "content": f"<search> {query} </search>"})
-            passages = f"Doc 1(Title: {found}) {found} was a baker." if found else ""
+            passages = f'Doc 1(Title: "{found}") {found} was a baker.' if found else ""
             turns.append({"role": "tool", "content": f"<information>{passages}</information>"})
         attempts.append({"index": index, "turns": turns, "answer": answer, "reward": reward, "em": reward})
     return {"uid": uid, "data_source": source, "attempts": attempts}
