@@ -31,7 +31,10 @@ WARMSTART_VERSION = 4
 
 @dataclass(frozen=True)
 class WarmStartConfig:
-    """The supervised pass. Defaults take about two to three minutes on 2 CPU cores for the tiny policy (cached).
+    """The supervised pass. Defaults take 4-5 minutes on 2 CPU cores for the tiny policy (cached).
+
+    Measured on the shared 2-core dev box (AMD EPYC, AVX512-BF16): 243 s with 2 threads at load ~2 (user 392 s),
+    307 s with 1 thread (the default) at load 4-9 (user 286 s); v3 took ~9 minutes (1041 s in one loaded run).
 
     The tiny policy starts from random weights and must learn to copy names (the asked-about entity into its
     query, the answer out of a passage). Trained on its own turns only (v3: lr 3e-3, AdamW beta2 0.999), that
