@@ -43,8 +43,9 @@ class DenseSearcher:
         self._encode_lock = contextlib.nullcontext() if getattr(encoder, "thread_safe", False) else threading.Lock()
 
     def search(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
-        # Safe to call from several threads (the search worker overlaps batches): a fast tokenizer must not be
-        # entered by two threads at once, so encoding is serialized; one batch's search overlaps the next's encoding.
+        # Safe to call from several threads (the search worker overlaps batches, the server's lanes run at once):
+        # encoders that are not thread-safe (a GPU encoder) are serialized here, and one batch's search overlaps the
+        # next's encoding; HFEncoder guards its tokenizer itself.
         with self._encode_lock:
             embeddings = self.encoder.encode_queries(queries)
         return self.index.search(embeddings, k)
