@@ -152,6 +152,11 @@ def add_encoder_args(parser: argparse.ArgumentParser) -> None:
         "--no-cpu-bf16", action="store_true", help="float32 on CPU even where it has native bf16 (AVX512-BF16, AMX)"
     )
     g.add_argument(
+        "--no-cpu-packed",
+        action="store_true",
+        help="CPU: pad each sub-batch of texts to its longest instead of running them as one token sequence",
+    )
+    g.add_argument(
         "--no-cuda-graphs",
         action="store_true",
         help="serving on CUDA: run the query encoder eagerly instead of replaying CUDA graphs captured at startup",
@@ -169,6 +174,7 @@ def encoder_config_from_args(args: argparse.Namespace) -> EncoderConfig:
         device=args.device,
         fp16=not args.no_fp16,
         cpu_bf16=not args.no_cpu_bf16,
+        cpu_packed=not args.no_cpu_packed,
         cuda_graphs=not args.no_cuda_graphs,
     )
 

@@ -13,12 +13,15 @@ import numpy as np
 import torch
 
 from mr_search_retrieval.config import EncoderConfig
+from mr_search_retrieval.packed import enable_packing, packable, packed_forward
 
 logger = logging.getLogger(__name__)
 
 # Files whose bytes define what an encoder computes; weights are fingerprinted by size to stay fast.
 _IDENTITY_FILES = ("config.json", "tokenizer.json", "vocab.txt", "tokenizer_config.json", "sentencepiece.bpe.model")
 _WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+# Tokens per packed forward pass on CPU: ~600 queries, or 32 passages of 256 tokens.
+PACKED_TOKENS = 8192
 
 
 class Encoder(Protocol):
@@ -109,6 +112,17 @@ class HFEncoder:
                 if isinstance(module, torch.nn.Linear):
                     module.to(torch.bfloat16)
         self.sub_batch_size = config.sub_batch_size or (1024 if on_gpu else 64)
+        # Packed (padding-free) on CPU where the model allows it; subclasses that embed padded rows their own way
+        # (the bucketed and CUDA-graph encoders) keep their path.
+        self.packed = (
+            not on_gpu
+            and config.cpu_packed
+            and config.pooling in ("mean", "cls")
+            and type(self)._embed_rows is HFEncoder._embed_rows
+            and packable(self.model)
+        )
+        if self.packed:
+            enable_packing(self.model)
         self._left_padded = self.tokenizer.padding_side == "left"
         # A fast tokenizer must not be entered by two threads at once; the CPU forward can: on CPU, encode_* may
         # be called from several threads (the server's batch lanes, one intra-op thread each).
@@ -117,12 +131,12 @@ class HFEncoder:
         self.dim = int(self.model.config.hidden_size)
         self._identity = encoder_identity(self.model_dir, config)
         logger.info(
-            "encoder %s on %s (%s, dim %d, sub-batches of %d)",
+            "encoder %s on %s (%s, dim %d, %s)",
             self.model_dir,
             self.device,
             "bf16 matrix products" if self.cpu_bf16 else dtype,
             self.dim,
-            self.sub_batch_size,
+            f"packed, up to {PACKED_TOKENS} tokens a pass" if self.packed else f"sub-batches of {self.sub_batch_size}",
         )
 
     def identity(self) -> dict[str, Any]:
@@ -132,6 +146,8 @@ class HFEncoder:
     def _encode(self, texts: Sequence[str]) -> np.ndarray:
         if not texts:
             return np.zeros((0, self.dim), dtype=np.float32)
+        if self.packed:
+            return self._encode_packed(texts)
         with self._tokenizer_lock:
             batch = self.tokenizer(
                 list(texts), padding=True, truncation=True, max_length=self.config.max_length, return_tensors="np"
@@ -142,6 +158,30 @@ class HFEncoder:
         for start in range(0, len(order), self.sub_batch_size):
             rows = order[start : start + self.sub_batch_size]
             out[rows] = self._embed_rows(batch, rows, int(lengths[rows].max()))
+        return out
+
+    def _encode_packed(self, texts: Sequence[str]) -> np.ndarray:
+        with self._tokenizer_lock:
+            ids = self.tokenizer(
+                list(texts), truncation=True, max_length=self.config.max_length, return_attention_mask=False
+            )["input_ids"]
+        # Passes of at most PACKED_TOKENS tokens (a bound on memory when passages are encoded), texts sorted by length
+        # so that each pass's attention block pads little.
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        out = np.empty((len(texts), self.dim), dtype=np.float32)
+        start = 0
+        while start < len(order):
+            stop, tokens = start, 0
+            while stop < len(order) and (stop == start or tokens + len(ids[order[stop]]) <= PACKED_TOKENS):
+                tokens += len(ids[order[stop]])
+                stop += 1
+            rows = order[start:stop]
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=self.cpu_bf16):
+                emb = packed_forward(self.model, [ids[i] for i in rows], self.config.pooling)
+            if self.config.normalize:
+                emb = torch.nn.functional.normalize(emb, dim=-1)
+            out[rows] = emb.numpy()
+            start = stop
         return out
 
     def _embed_rows(self, batch: Any, rows: np.ndarray, width: int) -> np.ndarray:

@@ -25,12 +25,12 @@ TEXTS = [
 @pytest.fixture(scope="module")
 def reference() -> np.ndarray:
     """float32, one padded batch: how the encoder computed before sub-batching."""
-    enc = HFEncoder(EncoderConfig(device="cpu", cpu_bf16=False, sub_batch_size=1024))
+    enc = HFEncoder(EncoderConfig(device="cpu", cpu_bf16=False, sub_batch_size=1024, cpu_packed=False))
     return enc.encode_queries(TEXTS)
 
 
 def test_sorted_sub_batches_give_the_same_embeddings_in_the_caller_order(reference: np.ndarray) -> None:
-    enc = HFEncoder(EncoderConfig(device="cpu", cpu_bf16=False, sub_batch_size=2))
+    enc = HFEncoder(EncoderConfig(device="cpu", cpu_bf16=False, sub_batch_size=2, cpu_packed=False))
     out = enc.encode_queries(TEXTS)
     assert out.shape == (len(TEXTS), enc.dim) and out.dtype == np.float32
     np.testing.assert_allclose(out, reference, atol=2e-5)
@@ -58,11 +58,12 @@ def test_negative_sub_batch_size_is_rejected() -> None:
         EncoderConfig(sub_batch_size=-1)
 
 
-def test_cpu_encoder_serves_several_threads_at_once(reference: np.ndarray) -> None:
+@pytest.mark.parametrize("packed", [True, False], ids=["packed", "padded"])
+def test_cpu_encoder_serves_several_threads_at_once(reference: np.ndarray, packed: bool) -> None:
     """The server's batch lanes call one CPU encoder from several threads: every call gets its own texts' vectors
     (a fast tokenizer entered by two threads at once raises 'Already borrowed')."""
-    enc = HFEncoder(EncoderConfig(device="cpu", cpu_bf16=False, sub_batch_size=2))
-    assert enc.thread_safe
+    enc = HFEncoder(EncoderConfig(device="cpu", cpu_bf16=False, sub_batch_size=2, cpu_packed=packed))
+    assert enc.thread_safe and enc.packed == packed
     batches = [TEXTS[i:] + TEXTS[:i] for i in range(len(TEXTS))] * 4
     with ThreadPoolExecutor(4) as pool:
         outs = list(pool.map(enc.encode_queries, batches))

@@ -90,7 +90,7 @@ def test_replay_off_and_left_padding_use_the_eager_forward(reference: np.ndarray
     enc = BucketedEncoder(CPU, GraphBuckets((8,), (64,)))
     enc.replay = False
     np.testing.assert_allclose(enc.encode_queries(TEXTS), reference, atol=2e-5)
-    left = HFEncoder(CPU)
+    left = HFEncoder(EncoderConfig(device="cpu", cpu_bf16=False, cpu_packed=False))  # padded, like the buckets
     for e in (enc, left):  # left padding: padding further left would move the positions of the real tokens
         e.tokenizer.padding_side, e._left_padded = "left", True
     enc.replay = True
