@@ -27,6 +27,7 @@ import torch
 
 from mr_search_retrieval.config import EncoderConfig
 from mr_search_retrieval.encoders import HFEncoder, resolve_device
+from mr_search_retrieval.token_rows import QueryTokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -123,11 +124,56 @@ class BucketedEncoder(HFEncoder):
         stacked = pad_inputs({k: batch[k][rows][:, :width] for k in self.keys}, shape, self.pad_token_id)
         return self._run_bucket(shape, stacked, len(rows))
 
-    @torch.inference_mode()
     def _run_bucket(self, shape: Shape, stacked: np.ndarray, rows: int) -> np.ndarray:
         """Embeddings of the first `rows` rows of the padded (keys, *shape) inputs."""
+        return self._run_bucket_tensor(shape, stacked, rows).cpu().numpy()
+
+    @torch.inference_mode()
+    def _run_bucket_tensor(self, shape: Shape, stacked: np.ndarray, rows: int) -> torch.Tensor:
+        """`_run_bucket` left on the device (no synchronisation): a tensor the caller owns."""
         feed = {k: torch.from_numpy(stacked[i]).to(self.device) for i, k in enumerate(self.keys)}
-        return self._forward(feed)[:rows].cpu().numpy()
+        return self._forward(feed)[:rows]
+
+    def query_tokenizer(self) -> QueryTokenizer | None:
+        """The tokenization of `encode_queries` for the HTTP fronts (`embed_tokens` takes its merged rows); None
+        where rows cannot be merged by right-padding (a left-padding tokenizer, no attention_mask)."""
+        if self._left_padded or "attention_mask" not in self.keys:
+            return None
+        return QueryTokenizer(self.tokenizer, self.config.query_prefix, self.config.max_length, self.keys)
+
+    @torch.inference_mode()
+    def embed_tokens(self, batch: Mapping[str, np.ndarray]) -> torch.Tensor:
+        """float32 (n, dim) embeddings on the encoder's device, in row order, of a right-padded tokenized batch (the
+        tokenizer's arrays for `self.keys`; see token_rows.merge_token_rows). No device-to-host copy, no sync: the
+        index can search them where they are. Same numbers as `encode_queries` of the texts."""
+        n = len(batch["attention_mask"])
+        if n == 0:
+            return torch.zeros((0, self.dim), dtype=torch.float32, device=self.device)
+        lengths = batch["attention_mask"].sum(axis=1)
+        if n <= self.sub_batch_size:  # one sub-batch: rows keep their order (nothing to sort or restore)
+            return self._embed_rows_tensor(batch, np.arange(n), int(lengths.max()))
+        order = np.argsort(lengths, kind="stable")
+        parts = []
+        for start in range(0, n, self.sub_batch_size):
+            rows = order[start : start + self.sub_batch_size]
+            parts.append(self._embed_rows_tensor(batch, rows, int(lengths[rows].max())))
+        inverse = np.empty_like(order)
+        inverse[order] = np.arange(n)
+        restore = torch.from_numpy(inverse)
+        if self.device.type == "cuda":
+            restore = restore.pin_memory()
+        return torch.cat(parts)[restore.to(self.device, non_blocking=True)]
+
+    def _embed_rows_tensor(self, batch: Mapping[str, np.ndarray], rows: np.ndarray, width: int) -> torch.Tensor:
+        shape = self.buckets.fit(len(rows), width) if self.replay and not self._left_padded else None
+        if shape is None:
+            cols = slice(-width, None) if self._left_padded else slice(0, width)
+            feed = {k: torch.from_numpy(np.ascontiguousarray(batch[k][rows][:, cols])) for k in self.keys}
+            feed = {k: v.to(self.device) for k, v in feed.items()}
+            return self._forward(feed)
+        self.bucket_counts[shape] = self.bucket_counts.get(shape, 0) + 1
+        stacked = pad_inputs({k: batch[k][rows][:, :width] for k in self.keys}, shape, self.pad_token_id)
+        return self._run_bucket_tensor(shape, stacked, len(rows))
 
 
 @dataclass
@@ -136,6 +182,7 @@ class _Graph:
     host: torch.Tensor  # pinned (keys, batch, length) int64: the staging buffer of the inputs
     inputs: torch.Tensor  # the same on the device; the captured forward reads its slices
     output: torch.Tensor  # float32 (batch, dim) written by each replay
+    staged: torch.cuda.Event  # recorded after the last copy host -> inputs: the host buffer may be written again
 
 
 class CudaGraphEncoder(BucketedEncoder):
@@ -150,6 +197,9 @@ class CudaGraphEncoder(BucketedEncoder):
         super().__init__(config, buckets)
         self._graphs: dict[Shape, _Graph] = {}
         self._lock = threading.Lock()  # one replay at a time: the graphs share static buffers and a memory pool
+        # Recorded after each replay's output is copied out: the next replay (any graph: one memory pool) waits for
+        # it on the GPU, so callers on other streams and callers that do not synchronise (embed_tokens) are safe.
+        self._replayed: torch.cuda.Event | None = None
         self.capture_s = 0.0
         self.capture_bytes = 0
         if self._left_padded:
@@ -175,7 +225,7 @@ class CudaGraphEncoder(BucketedEncoder):
             graph = torch.cuda.CUDAGraph()
             with torch.cuda.graph(graph, pool=pool, stream=stream, capture_error_mode="thread_local"):
                 output = self._forward(feed)
-            self._graphs[shape] = _Graph(graph, host, inputs, output)
+            self._graphs[shape] = _Graph(graph, host, inputs, output, torch.cuda.Event())
         torch.cuda.synchronize(dev)
         self.capture_s = time.perf_counter() - t0
         self.capture_bytes = torch.cuda.memory_reserved(dev) - reserved
@@ -189,15 +239,24 @@ class CudaGraphEncoder(BucketedEncoder):
         )
 
     @torch.inference_mode()
-    def _run_bucket(self, shape: Shape, stacked: np.ndarray, rows: int) -> np.ndarray:
+    def _run_bucket_tensor(self, shape: Shape, stacked: np.ndarray, rows: int) -> torch.Tensor:
         g = self._graphs.get(shape)
         if g is None:  # not captured (left padding): the eager forward on the padded inputs
-            return super()._run_bucket(shape, stacked, rows)
+            return super()._run_bucket_tensor(shape, stacked, rows)
         with self._lock:  # on the caller's stream (the search worker's batch thread has its own)
-            g.host.numpy()[...] = stacked  # the previous replay's copy is done: its .cpu() below synchronised
+            stream = torch.cuda.current_stream(self.device)
+            g.staged.synchronize()  # this graph's previous input copy has left the host buffer
+            g.host.numpy()[...] = stacked
             g.inputs.copy_(g.host, non_blocking=True)
+            g.staged.record(stream)
+            if self._replayed is not None:
+                stream.wait_event(self._replayed)
+            else:
+                self._replayed = torch.cuda.Event()
             g.graph.replay()
-            return g.output[:rows].cpu().numpy()
+            out = g.output[:rows].clone()  # the next replay overwrites the output buffer
+            self._replayed.record(stream)
+            return out
 
 
 def make_encoder(config: EncoderConfig) -> HFEncoder:

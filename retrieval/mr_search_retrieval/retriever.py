@@ -50,6 +50,15 @@ class DenseSearcher:
             embeddings = self.encoder.encode_queries(queries)
         return self.index.search(embeddings, k)
 
+    def search_tokens(self, batch: dict[str, np.ndarray], k: int) -> tuple[np.ndarray, np.ndarray]:
+        """`search` for queries tokenized already (the HTTP fronts do it, token_rows.py): needs an encoder with
+        `embed_tokens` (graph_encoder.BucketedEncoder) and an index with `search_tensor` (TorchExactIndex); the
+        embeddings stay on the GPU between the two, and the results come back with one synchronisation."""
+        with self._encode_lock:
+            embeddings = self.encoder.embed_tokens(batch)  # type: ignore[attr-defined]
+        scores, ids = self.index.search_tensor(embeddings, k)  # type: ignore[attr-defined]
+        return scores.cpu().numpy(), ids.cpu().numpy()
+
 
 class LexicalSearcher:
     def __init__(self, index: TextIndex) -> None:

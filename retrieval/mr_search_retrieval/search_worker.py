@@ -253,6 +253,10 @@ def auto_inflight(on_gpu: bool) -> int:
     return 2 if on_gpu else 1
 
 
+def _pad_id(searcher: Any) -> int:
+    return int(getattr(getattr(searcher, "encoder", None), "pad_token_id", 0))
+
+
 def run_search_worker(
     config: ServerConfig,
     loader: Loader,
@@ -263,8 +267,13 @@ def run_search_worker(
     inflight: int = 0,
     gather_s: float = 0.0,
     hold_s: float = 0.0,
+    mode: str = "batches",
 ) -> None:
-    """Process entry point: load (with the service's startup checks), report on `status`, then serve."""
+    """Process entry point: load (with the service's startup checks), report on `status`, then serve.
+
+    mode: 'batches' (one batch in flight per front, `serve_batches`), 'stream' (stream_worker.py) or 'auto'
+    (stream on a GPU). The ready message carries (num_docs, None) or, streamed, (num_docs, pickled tokenizer of
+    the fronts or None)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole group: fronts drain through us first
     logging.basicConfig(level=log_level, format="%(asctime)s %(levelname)s %(name)s[worker]: %(message)s")
     try:
@@ -285,13 +294,40 @@ def run_search_worker(
         corpus.close()  # the fronts read passages; the worker only searches
         for n in WARM_UP_BATCHES:  # first-call costs (kernel compiles, cuBLAS plans) before the first request
             searcher.search(["warm up"] * n, 1)
+        stream = mode == "stream" or (mode == "auto" and on_gpu)
+        front: bytes | None = None
+        tokenizer = None
+        if stream:
+            import pickle
+
+            from mr_search_retrieval.stream_worker import front_tokenizer
+
+            tokenizer = front_tokenizer(searcher)
+            if tokenizer is not None:  # the token path's own first calls too
+                from mr_search_retrieval.token_rows import merge_token_rows
+
+                for n in WARM_UP_BATCHES:
+                    searcher.search_tokens(merge_token_rows([tokenizer(["warm up"] * n)], _pad_id(searcher)), 1)
+            front = pickle.dumps(tokenizer)
     except Exception as err:
         logger.exception("the search worker failed to start")
         status.send(("error", f"{type(err).__name__}: {err}"))
         status.close()
         return
-    status.send(("ready", num_docs))
+    status.send(("ready", (num_docs, front)))
     status.close()
+    if stream:
+        from mr_search_retrieval.stream_worker import serve_stream
+
+        logger.info(
+            "search worker ready: %d passages, streamed from %d HTTP front processes (%s)",
+            num_docs,
+            len(conns),
+            "tokenized in the fronts" if tokenizer is not None else "strings",
+        )
+        merged = serve_stream(searcher, conns, gather_s, pad_token_id=_pad_id(searcher))
+        logger.info("search worker stopped after %d merged batches", merged)
+        return
     logger.info(
         "search worker ready: %d passages, serving %d HTTP front processes, %d batches in flight",
         num_docs,

@@ -114,6 +114,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="with --http-workers: while another merged batch computes, the search worker keeps gathering until it "
         "is done, at most this long (0: off; on an H100 50 helped at 32 clients, cost 15-20%% at 256-1024)",
     )
+    g.add_argument(
+        "--worker-mode",
+        default="auto",
+        choices=("auto", "stream", "batches"),
+        help="with --http-workers: 'stream' = fronts send at once (--front-lanes batches in flight each, queries "
+        "tokenized in the front), the worker runs one merged batch at a time over all that arrived; 'batches' = one "
+        "batch in flight per front (--worker-inflight/-gather-ms/-hold-ms); auto: stream on a GPU, else batches",
+    )
+    g.add_argument("--front-lanes", type=int, default=8, help="--worker-mode stream: batches in flight per front")
     g.add_argument("--torch-threads", type=int, default=0, help="intra-op CPU threads for the encoder (0: torch's)")
     g.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to finish in-flight requests")
     g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -179,6 +188,8 @@ def main(argv: list[str] | None = None) -> None:
                 worker_inflight=args.worker_inflight,
                 worker_gather_ms=args.worker_gather_ms,
                 worker_hold_ms=args.worker_hold_ms,
+                worker_mode=args.worker_mode,
+                front_lanes=args.front_lanes,
             )
         except ValueError as err:
             sys.exit(f"mr-search-retrieval: {err}")

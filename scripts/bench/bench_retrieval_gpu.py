@@ -73,6 +73,13 @@ def _encoder_modes(text: str) -> list[str]:
     return modes
 
 
+def _worker_modes(text: str) -> list[str]:
+    modes = [v.strip() for v in text.split(",") if v.strip()]
+    if not modes or any(m not in ("auto", "stream", "batches") for m in modes):
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of auto, stream, batches; got {text!r}")
+    return modes
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--device", default="auto", choices=("auto", "cuda", "cpu"), help="cpu: smoke run without a GPU")
@@ -131,6 +138,16 @@ def build_parser() -> argparse.ArgumentParser:
         "--compare-compile",
         action="store_true",
         help="also time torch.compile(mode='reduce-overhead') of the encoder forward at one bucket vs the graph replay",
+    )
+    p.add_argument(
+        "--worker-modes",
+        type=_worker_modes,
+        default=["auto"],
+        help="multi-process rows: the front/worker protocol, 'stream' and/or 'batches' (each value: one run); "
+        "'auto' as the service (stream on CUDA, batches on a CPU)",
+    )
+    p.add_argument(
+        "--front-lanes", type=_ints, default=[8], help="streamed rows: micro-batches in flight per front (each: a run)"
     )
     p.add_argument("--worker-gather-ms", type=float, default=3.0, help="search worker: wait for the other fronts")
     p.add_argument(

@@ -40,8 +40,13 @@ class TimedSearcher:
         self.stats = {"batches": 0, "queries": 0, "batch_s": 0.0, "encode_s": 0.0, "index_s": 0.0, "max_batch": 0}
         self.samplers: dict[int, Any] = {}
         self._written = 0.0
+        self.encoder, self.index = inner.encoder, inner.index  # stream_worker.front_tokenizer looks at them
         for owner, name, key in ((inner.encoder, "encode_queries", "encode_s"), (inner.index, "search", "index_s")):
             setattr(owner, name, self._timed(getattr(owner, name), key))
+        if hasattr(inner.encoder, "embed_tokens"):  # the streamed protocol's token path: host time of the encode
+            inner.encoder.embed_tokens = self._timed(inner.encoder.embed_tokens, "encode_s")
+        if hasattr(inner, "search_tokens"):
+            self.search_tokens = self._search_tokens
 
     def _timed(self, fn: Any, key: str) -> Any:
         def timed(*a: Any) -> Any:
@@ -54,25 +59,39 @@ class TimedSearcher:
 
         return timed
 
+    def _search_tokens(self, batch: dict[str, Any], k: int) -> Any:
+        """The token path: encode_s is the embed_tokens call (host side: it does not wait for the GPU), index_s the
+        rest (search launch and the wait for encoder and index kernels)."""
+        encode_before = self.stats["encode_s"]  # one GPU thread calls this: no other batch counts meanwhile
+        t0 = time.perf_counter()
+        out = self.inner.search_tokens(batch, k)
+        with self.lock:
+            self.stats["index_s"] += time.perf_counter() - t0 - (self.stats["encode_s"] - encode_before)
+        self._count(len(batch["attention_mask"]), t0)
+        return out
+
     def search(self, queries: list[str], k: int) -> Any:
+        t0 = time.perf_counter()
+        out = self.inner.search(queries, k)
+        self._count(len(queries), t0)
+        return out
+
+    def _count(self, n: int, t0: float) -> None:
         from retrieval_gpu_serving import StackSampler
 
         tid = threading.get_ident()
         if self.profile and tid not in self.samplers:  # the sampler takes the GIL every 2 ms: opt-in
             self.samplers[tid] = StackSampler(tid, interval=0.002)
             self.samplers[tid].start()
-        t0 = time.perf_counter()
-        out = self.inner.search(queries, k)
         with self.lock:
             st = self.stats
             st["batches"] += 1
-            st["queries"] += len(queries)
+            st["queries"] += n
             st["batch_s"] += time.perf_counter() - t0
-            st["max_batch"] = max(st["max_batch"], len(queries))
+            st["max_batch"] = max(st["max_batch"], n)
             if time.monotonic() - self._written > 0.25:
                 self._written = time.monotonic()
                 self._write()
-        return out
 
     def _write(self) -> None:
         profiles = {}
@@ -188,6 +207,8 @@ class MultiProcServed:
         gather_ms: float = 1.0,
         torch_threads: int = 0,
         hold_ms: float = 0.0,
+        mode: str = "auto",
+        front_lanes: int = 8,
     ) -> None:
         self.url = f"http://127.0.0.1:{config.port}"
         self.loop_thread_id = None
@@ -201,6 +222,8 @@ class MultiProcServed:
             worker_inflight=inflight,
             worker_gather_ms=gather_ms,
             worker_hold_ms=hold_ms,
+            worker_mode=mode,
+            front_lanes=front_lanes,
         )
         self.thread = threading.Thread(target=self._serve, args=(config, loader, fronts), daemon=True)
 
@@ -251,44 +274,76 @@ def serve_multiproc_points(
     """For each front count: start the service once, check its documents, drive it at each concurrency."""
     rows = []
     queue = max(4096, 2 * max(args.multiproc_concurrency))
-    combos = itertools.product(args.http_workers, args.worker_inflight, args.worker_encoders, args.worker_hold_ms)
-    for fronts, inflight, mode, hold in combos:
-        config = ServerConfig(
-            index_dir="<random index in the search worker>",
-            corpus=str(corpus),
-            batcher=BatcherConfig(args.multiproc_max_batch_size, args.max_wait_ms, queue),
-            port=free_port(),
-            http_workers=fronts,
-        )
-        # The service's default encoder (graph replay on CUDA, eager elsewhere) is unmarked; `_eager` forces eager.
-        label = f"multiproc_{fronts}_fronts_inflight{inflight}" + ("_eager" if mode == "eager" else "")
+    combos = itertools.product(
+        args.worker_modes, args.http_workers, args.worker_inflight, args.worker_encoders, args.worker_hold_ms
+    )
+    seen = set()
+    for wmode, fronts, inflight, mode, hold in combos:
+        wmode = ("stream" if loader.device == "cuda" else "batches") if wmode == "auto" else wmode  # as the service
+        if wmode == "stream":  # no batches in flight or hold there: one row per front count, encoder and lanes
+            inflight, hold = 0, 0.0
+        for lanes in args.front_lanes if wmode == "stream" else [0]:
+            key = (wmode, fronts, inflight, mode, hold, lanes)
+            if key not in seen:
+                seen.add(key)
+                rows += _serve_one(loader, corpus, args, expected, stats_dir, queue, key)
+    return rows
+
+
+def _serve_one(
+    loader: RandomIndexLoader,
+    corpus: Path,
+    args: argparse.Namespace,
+    expected: tuple[list[str], np.ndarray] | None,
+    stats_dir: Path | None,
+    queue: int,
+    key: tuple[str, int, int, str, float, int],
+) -> list[dict[str, Any]]:
+    wmode, fronts, inflight, mode, hold, lanes = key
+    rows = []
+    config = ServerConfig(
+        index_dir="<random index in the search worker>",
+        corpus=str(corpus),
+        batcher=BatcherConfig(args.multiproc_max_batch_size, args.max_wait_ms, queue),
+        port=free_port(),
+        http_workers=fronts,
+    )
+    # The service's default encoder (graph replay on CUDA, eager elsewhere) is unmarked; `_eager` forces eager.
+    if wmode == "stream":
+        label = f"multiproc_{fronts}_fronts_stream" + (f"_lanes{lanes}" if len(args.front_lanes) > 1 else "")
+    else:
+        label = f"multiproc_{fronts}_fronts_inflight{inflight}"
         label += f"_hold{hold:g}" if len(args.worker_hold_ms) > 1 else ""
-        run_loader = replace(loader, cuda_graphs=mode == "graphs")
-        if stats_dir:
-            run_loader = replace(run_loader, stats_path=str(stats_dir / f"{label}.json"))
-        threads = args.worker_torch_threads
-        with MultiProcServed(config, run_loader, fronts, inflight, args.worker_gather_ms, threads, hold) as served:
-            if expected is not None:
-                check = check_consistency(served, lambda _q, _k: (None, expected[1]), expected[0], args.topk)  # type: ignore[arg-type]
-            memory = _gpu_memory_used() if loader.device == "cuda" else None
-            for conc in args.multiproc_concurrency:
-                before = read_worker_stats(run_loader.stats_path)
-                row = drive(served, conc, args.client_procs, args.duration, args.warmup, args.topk, 1)
-                row["worker_window"] = _window(before, read_worker_stats(run_loader.stats_path))
-                consistent = check["same_ids"] if expected is not None else None
-                row.update(searcher=label, max_batch_size=args.multiproc_max_batch_size, consistent=consistent)
-                row.update(worker_inflight=inflight, http_fronts=fronts, gpu_memory_used=memory, worker_encoder=mode)
-                row.update(worker_hold_ms=hold)
-                stats = read_worker_stats(run_loader.stats_path)
-                if stats:  # cumulative since the service started: encode vs index time, batch-thread stack samples
-                    row["worker_stats"] = stats
-                logger.info(
-                    "%s c=%d: %.0f q/s p50 %.1f ms p99 %.1f ms",
-                    label,
-                    conc,
-                    row["queries_per_s"],
-                    row["p50_ms"] or -1,
-                    row["p99_ms"] or -1,
-                )
-                rows.append(row)
+    label += "_eager" if mode == "eager" else ""
+    run_loader = replace(loader, cuda_graphs=mode == "graphs")
+    if stats_dir:
+        run_loader = replace(run_loader, stats_path=str(stats_dir / f"{label}.json"))
+    threads = args.worker_torch_threads
+    served_as = MultiProcServed(
+        config, run_loader, fronts, max(inflight, 1), args.worker_gather_ms, threads, hold, wmode, max(lanes, 1)
+    )
+    with served_as as served:
+        if expected is not None:
+            check = check_consistency(served, lambda _q, _k: (None, expected[1]), expected[0], args.topk)  # type: ignore[arg-type]
+        memory = _gpu_memory_used() if loader.device == "cuda" else None
+        for conc in args.multiproc_concurrency:
+            before = read_worker_stats(run_loader.stats_path)
+            row = drive(served, conc, args.client_procs, args.duration, args.warmup, args.topk, 1)
+            row["worker_window"] = _window(before, read_worker_stats(run_loader.stats_path))
+            consistent = check["same_ids"] if expected is not None else None
+            row.update(searcher=label, max_batch_size=args.multiproc_max_batch_size, consistent=consistent)
+            row.update(worker_inflight=inflight, http_fronts=fronts, gpu_memory_used=memory, worker_encoder=mode)
+            row.update(worker_hold_ms=hold, worker_mode=wmode, front_lanes=lanes or None)
+            stats = read_worker_stats(run_loader.stats_path)
+            if stats:  # cumulative since the service started: encode vs index time, batch-thread stack samples
+                row["worker_stats"] = stats
+            logger.info(
+                "%s c=%d: %.0f q/s p50 %.1f ms p99 %.1f ms",
+                label,
+                conc,
+                row["queries_per_s"],
+                row["p50_ms"] or -1,
+                row["p99_ms"] or -1,
+            )
+            rows.append(row)
     return rows
