@@ -14,11 +14,14 @@ def main() -> None:
     parser.add_argument("--base", type=Path, default=None, help="HF model dir to start from (default: the tiny policy)")
     parser.add_argument("--out", type=Path, default=None, help="output dir (default: $MR_SEARCH_CACHE/warmstart/<key>)")
     parser.add_argument(
-        "--threads", type=int, default=1, help="torch threads while training (0: torch's default; default: 1)"
+        "--threads",
+        type=int,
+        default=0,
+        help="torch threads while training (default 0: chosen by timing steps as the machine's load changes)",
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    print(ensure_warmstart(base_model=args.base, out_dir=args.out, threads=args.threads or None))
+    print(ensure_warmstart(base_model=args.base, out_dir=args.out, threads=args.threads))
 
 
 if __name__ == "__main__":

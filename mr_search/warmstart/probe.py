@@ -13,7 +13,12 @@ questions per data source of the embedded world, and prints (as JSON):
 - ``distinct_answers``: distinct greedy first-attempt answers (a collapsed policy gives one);
 - ``sampled_em_at_k`` and ``mixed_groups``: with ``--samples n`` meta-episodes per question at temperature 1
   (top-p 1), EM per attempt and the share (%) of questions whose n rewards at some attempt are not all equal:
-  the groups whose leave-one-out advantages are non-zero.
+  the groups whose leave-one-out advantages are non-zero;
+- ``greedy_searches_at_k`` / ``sampled_searches_at_k``: share (%) of meta-episodes whose attempt k issues a search
+  (training logs the same as ``mr_search/searches_at_k``), and ``greedy_search_after_1`` /
+  ``sampled_search_after_1``: share (%) of meta-episodes that search in some attempt k >= 2, of all of them
+  (``all``) and of those whose first attempt was wrong (``after_wrong``, None when none was): a policy that never
+  searches again gives reflection nothing but its old passages to work with.
 
 Without ``--url`` the embedded dense index is searched in-process (the same index ``retrieval_launch.sh``
 serves), so no service is needed.
@@ -102,6 +107,8 @@ def summarize(
                 mixed += 1
                 break
     return {
+        **_search_counts("greedy", greedy, attempts),
+        **(_search_counts("sampled", sampled, attempts) if sampled else {}),
         "questions": len(greedy),
         "greedy_em_at_k": em_at(greedy),
         "greedy_em_at_1_by_source": {
@@ -113,6 +120,27 @@ def summarize(
         "distinct_answers": len(first_answers),
         "sampled_em_at_k": em_at(sampled) if sampled else None,
         "mixed_groups": round(100.0 * mixed / max(1, len(groups)), 1) if groups else None,
+    }
+
+
+def _search_counts(name: str, records: Sequence[Mapping[str, Any]], attempts: int) -> dict[str, Any]:
+    """Searches per attempt, and searches again after the first attempt (of all, of those wrong at attempt 1)."""
+    from mr_search.eval.records import searches
+
+    def searched(record: Mapping[str, Any], k: int) -> bool:
+        return len(record["attempts"]) > k and bool(searches(record["attempts"][k]))
+
+    def share(selected: Sequence[Mapping[str, Any]]) -> float | None:
+        if not selected:
+            return None
+        return round(100.0 * sum(any(searched(r, k) for k in range(1, attempts)) for r in selected) / len(selected), 1)
+
+    wrong_first = [r for r in records if r["attempts"] and not r["attempts"][0]["em"]]
+    return {
+        f"{name}_searches_at_k": [
+            round(100.0 * sum(searched(r, k) for r in records) / max(1, len(records)), 1) for k in range(attempts)
+        ],
+        f"{name}_search_after_1": {"all": share(records), "after_wrong": share(wrong_first)},
     }
 
 

@@ -12,11 +12,14 @@ from mr_search.warmstart.transcripts import Transcript
 
 @dataclass(frozen=True)
 class Encoded:
-    """One rendered transcript: ``input_ids`` and ``loss_mask`` (1 on model-written tokens) of equal length."""
+    """One rendered transcript: ``input_ids``, ``loss_mask`` (1 on the model-written tokens it is trained on) and
+    ``env_mask`` (1 on the environment's text: passages, reflection turns), of equal length; context-only model
+    turns (slips) are in neither mask."""
 
     input_ids: list[int]
     loss_mask: list[int]
     prompt_length: int
+    env_mask: list[int]
 
 
 def prompt_ids(tokenizer, question: str) -> list[int]:
@@ -34,6 +37,7 @@ def encode(
 
     Model turns are encoded on their own (the model writes them; generation stops after ``</search>`` or
     ``</answer>``); passages and the reflection turn come from the loop's ``EnvEncoder`` with loss mask 0.
+    A model turn with ``trained`` False (a slip) has loss mask 0 and is not environment text either.
     """
     return encode_all([transcript], tokenizer, env, max_information_tokens)[0]
 
@@ -61,14 +65,17 @@ def encode_all(
     for transcript in transcripts:
         ids = list(cached("prompt", transcript.question))
         mask = [0] * len(ids)
+        env_mask = [0] * len(ids)
         prompt_length = len(ids)
         for number, attempt in enumerate(transcript.attempts):
             if number > 0:
                 ids += reflection
                 mask += [0] * len(reflection)
+                env_mask += [1] * len(reflection)
             for turn in attempt:
                 piece = cached(turn.role, turn.text)
                 ids += piece
-                mask += [int(turn.role == "model")] * len(piece)
-        out.append(Encoded(input_ids=ids, loss_mask=mask, prompt_length=prompt_length))
+                mask += [int(turn.role == "model" and turn.trained)] * len(piece)
+                env_mask += [int(turn.role != "model")] * len(piece)
+        out.append(Encoded(input_ids=ids, loss_mask=mask, prompt_length=prompt_length, env_mask=env_mask))
     return out

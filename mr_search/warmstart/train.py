@@ -18,6 +18,7 @@ from mr_search.agent.tokens import EnvEncoder
 from mr_search.tiny_model import cache_root, ensure_tiny_model
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import Encoded, encode_all
+from mr_search.warmstart.threads import ThreadTuner, TunerConfig, default_candidates
 from mr_search.warmstart.transcripts import TranscriptConfig, build_transcripts
 
 logger = logging.getLogger(__name__)
@@ -26,7 +27,12 @@ logger = logging.getLogger(__name__)
 # 2: entity-name queries; Search-R1 layout of the mr_search agent loop (agent/tokens.py).
 # 3: grounded slips only, single-attempt transcripts, length-bucketed batches, warm-up-stable-decay schedule.
 # 4: a next-token loss on the environment's text too (env_loss_weight), AdamW beta2 0.95, 700 steps at lr 6e-3.
-WARMSTART_VERSION = 4
+# 5: retries search again: after every wrong first attempt (60% of the multi-attempt transcripts; v4: 35%) the next
+#    attempt searches with a better query (the bridge entity, the whole question, or the entity's full name after a new
+#    slip that searched only the first word of the name and answered what the passages do not show); every retry's
+#    thought differs from the kept answer's at its first word; slipped turns are context only (no loss, not environment
+#    text); torch threads chosen by timing steps (threads.py).
+WARMSTART_VERSION = 5
 
 
 @dataclass(frozen=True)
@@ -63,19 +69,21 @@ class WarmStartConfig:
         env_loss_weight: weight of the next-token loss on the environment's text after the question (0: off).
         warmup_steps: linear warm-up steps.
         max_length: transcripts are cut to this many tokens.
+        bf16: run the forward pass under bf16 autocast (weights, optimizer and loss stay float32).
         transcripts: how the transcripts are drawn (attempts K, top-k, wrong-attempt rate, seed).
         seed: torch seed (batch order and initialisation of the optimizer state).
     """
 
     num_transcripts: int = 5000
     single_attempt_share: float = 0.85
-    steps: int = 700
+    steps: int = 900
     batch_size: int = 16
     lr: float = 6e-3
     adam_beta2: float = 0.95
     env_loss_weight: float = 0.5
     warmup_steps: int = 50
     max_length: int = 1024
+    bf16: bool = False
     transcripts: TranscriptConfig = field(default_factory=TranscriptConfig)
     seed: int = 0
 
@@ -123,7 +131,8 @@ def _batch(examples: Sequence[Encoded], pad_id: int, max_length: int) -> Batch:
         attention[row, :n] = 1
         mask = torch.tensor(example.loss_mask[:n], dtype=torch.bool)
         labels[row, :n] = torch.where(mask, ids[row, :n], -100)
-        env_labels[row, example.prompt_length : n] = torch.where(mask, -100, ids[row, :n])[example.prompt_length :]
+        env = torch.tensor(example.env_mask[:n], dtype=torch.bool)
+        env_labels[row, :n] = torch.where(env, ids[row, :n], -100)
     return Batch(ids, attention, labels, env_labels)
 
 
@@ -192,30 +201,38 @@ def supervised_pass(
     config: WarmStartConfig,
     pad_id: int,
     on_step: Callable[[int, float], None] | None = None,
-    threads: int | None = 1,
+    threads: int | None = 0,
 ) -> list[float]:
     """Trains ``model`` in place on ``examples``; returns the loss per step.
 
     The loss is on model-written tokens, plus ``config.env_loss_weight`` times the loss on the environment's
-    text after the question. ``threads``: torch intra-op threads during the pass (None: leave torch's setting).
-    One is the default: with this tiny model, two OpenMP threads on a 2-core machine that other processes also
-    use were 2.5-3x slower than one (each waits for the other at every operation while it is descheduled).
+    text after the question. ``threads``: torch intra-op threads during the pass; 0 (the default): chosen by
+    timing steps as the machine's load changes (``threads.ThreadTuner``: all cores are about twice as fast as
+    one on free cores, and 3-10x slower than one while another process keeps a core busy); None: leave torch's
+    setting. Torch's own setting is given back afterwards.
     """
 
     import torch
 
     if not examples:
         raise ValueError("supervised_pass: no examples to train on")
+    if threads is not None and threads < 0:
+        raise ValueError(f"supervised_pass: threads={threads}; use 0 (timed choice), a positive count, or None")
     previous_threads = torch.get_num_threads()
-    if threads:
+    tuner = None
+    if threads == 0:
+        tuner = ThreadTuner(TunerConfig(candidates=tuple(default_candidates())), torch.set_num_threads)
+    elif threads:
         torch.set_num_threads(threads)
     try:
-        return _train(model, examples, config, pad_id, on_step)
+        return _train(model, examples, config, pad_id, on_step, tuner)
     finally:
+        if tuner is not None:
+            logger.info("warm start: steps per thread count %s", tuner.steps_per_count)
         torch.set_num_threads(previous_threads)
 
 
-def _train(model, examples, config, pad_id, on_step) -> list[float]:
+def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None = None) -> list[float]:
     import torch
 
     torch.manual_seed(config.seed)
@@ -242,13 +259,18 @@ def _train(model, examples, config, pad_id, on_step) -> list[float]:
             batches = _bucketed_batches(examples, config.batch_size, order)
         chosen = batches.pop()
         batch = _batch([examples[i] for i in chosen], pad_id, config.max_length)
-        loss = causal_lm_loss(model, batch.ids, batch.labels, batch.env_labels, config.env_loss_weight)
+        if tuner is not None:
+            tuner.start(step)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+            loss = causal_lm_loss(model, batch.ids, batch.labels, batch.env_labels, config.env_loss_weight)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()
         scheduler.step()
         losses.append(float(loss.detach()))
+        if tuner is not None:
+            tuner.finish(batch.ids.numel())
         if on_step is not None:
             on_step(step, losses[-1])
     model.eval()
@@ -269,7 +291,7 @@ def ensure_warmstart(
     out_dir: Path | str | None = None,
     config: WarmStartConfig = WarmStartConfig(),
     world=None,
-    threads: int | None = 1,
+    threads: int | None = 0,
 ) -> Path:
     """Returns the warm-started policy's HF model dir, training it once (cached, keyed by everything it uses).
 
@@ -341,7 +363,7 @@ def ensure_warmstart(
             "first_loss": losses[0],
             "final_loss": losses[-1],
             "seconds": round(time.monotonic() - started, 1),
-            "threads": torch.get_num_threads() if threads is None else threads,
+            "threads": torch.get_num_threads() if threads is None else (threads or "timed"),
             "settings": asdict(config),
         }
         (tmp / "warmstart.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")

@@ -1,13 +1,18 @@
 """Synthetic meta-episode transcripts over the embedded world: what the warm-started policy imitates.
 
 Each transcript is one question answered in K attempts, written the way the MR-Search agent should act, in a
-form a 2-layer policy can learn: every query is a verbatim span (the asked-about entity's name, copied from
-the question; the bridge entity's name, copied from a passage; on a retry, the question itself) and every
-answer is a verbatim span of a passage shown in the context. Some first attempts slip in a grounded way: a
-two-hop question answered with the bridge entity (no second search), or a one-hop question answered with the
-same-kind name that a twin's or distractor's passage among the results shows. The next attempt then goes on
-(searches the bridge entity) or searches again with the whole question; after a right attempt, later attempts
-keep the answer. Answers never come from nowhere: a policy that imitates these has to read.
+form a 2-layer policy can learn: every trained query is a verbatim span (the asked-about entity's name, copied
+from the question, on a first try or a retry; the bridge entity's name, copied from a passage) and every
+trained answer is a verbatim span of a passage shown in the context. Some first attempts slip: a two-hop
+question answered with the bridge entity (no second search), a one-hop question answered with the same-kind
+name that a twin's or distractor's passage among the results shows, or (``partial``) a search for only the
+first word of the entity's name that misses its passage, answered with a same-kind name the passages do not
+show. Whenever an attempt is wrong the next one SEARCHES again: the bridge entity after a two-hop slip, the
+entity's full name after a partial query, the entity's name again after a misread (and reads its own passage
+this time). After a right attempt, the next one keeps the answer or (``p_verify``) checks it the same way (it
+cannot know it was right): a policy that imitates these searches again after its first attempt more often than
+it keeps. The slipped turns are context only (``Turn.trained`` False: no loss), so the policy learns to react to
+a wrong attempt without learning to make one; answers it is trained to give never come from nowhere.
 """
 
 from __future__ import annotations
@@ -30,14 +35,21 @@ THINK_ANSWER = "I found the answer."
 THINK_RETRY = "My previous answer may be wrong. I will search again."
 THINK_KEEP = "My previous answer is supported by the passages."
 THINK_RETRY_BRIDGE = "My previous answer may be wrong. I found {bridge}. I need to search for it."
+# Every retry's thought starts as THINK_RETRY does and the kept answer's does not, from the first word after "My
+# previous answer": a policy that cannot tell whether it was wrong then searches again when most retries do.
+THINK_RETRY_UNSUPPORTED = "My previous answer may be wrong: it is not in the passages. I will search for the full name."
 
 
 @dataclass(frozen=True)
 class Turn:
-    """One piece of an attempt: text the model writes, or passages the environment returns."""
+    """One piece of an attempt: text the model writes, or passages the environment returns.
+
+    ``trained`` False marks a model turn that is context only (a slip the policy reacts to, not one it learns).
+    """
 
     role: Role
     text: str
+    trained: bool = True
 
 
 @dataclass(frozen=True)
@@ -57,14 +69,20 @@ class TranscriptConfig:
     Attributes:
         attempts: attempts per transcript (K).
         topk: passages per search (paper: 3).
-        p_wrong: chance that the first attempt slips (when K > 1 and the passages offer a grounded slip);
-            the attempts after it are right.
+        p_wrong: chance that the first attempt slips (when K > 1); the attempts after it are right, and the
+            one right after it searches again.
+        p_verify: chance that an attempt after a right one searches again (the entity's name) and answers again,
+            instead of keeping the answer without a search.
+        p_partial: share of the slips that search only the first word of the entity's name and answer what
+            the passages do not show (the rest stop at the bridge entity or misread a twin's passage).
         seed: the random seed; the same seed and world give the same transcripts.
     """
 
     attempts: int = 3
     topk: int = 3
-    p_wrong: float = 0.35
+    p_wrong: float = 0.6
+    p_verify: float = 0.5
+    p_partial: float = 0.5
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -74,19 +92,22 @@ class TranscriptConfig:
             raise ValueError(f"TranscriptConfig.topk={self.topk}: use at least 1")
         if not 0.0 <= self.p_wrong < 1.0:
             raise ValueError(f"TranscriptConfig.p_wrong={self.p_wrong}: use a probability in [0, 1)")
+        if not 0.0 <= self.p_verify <= 1.0:
+            raise ValueError(f"TranscriptConfig.p_verify={self.p_verify}: use a probability in [0, 1]")
+        if not 0.0 <= self.p_partial <= 1.0:
+            raise ValueError(f"TranscriptConfig.p_partial={self.p_partial}: use a probability in [0, 1]")
 
 
 @dataclass(frozen=True)
 class Attempt:
-    """A wrong attempt and the kind of slip it shows (``bridge``: stopped at the first hop; ``misread``)."""
+    """A wrong attempt and the kind of slip it shows (``bridge``: stopped at the first hop; ``misread``: a twin's
+    or distractor's value; ``partial``: searched part of the name, answered what the passages do not show)."""
 
-    kind: Literal["bridge", "misread"]
+    kind: Literal["bridge", "misread", "partial", "verify"]
     turns: tuple[Turn, ...]
 
 
-def question_query(row: Mapping[str, Any]) -> str:
-    """The question itself as a query (its words verbatim, without the question mark)."""
-    return str(row["question"]).strip().rstrip("?").strip()
+_VERIFY = Attempt("verify", ())  # a right attempt, checked by the next one
 
 
 def search_turn(think: str, query: str) -> str:
@@ -132,9 +153,16 @@ class TranscriptBuilder:
             turns.append(Turn("model", search_turn(THINK_RETRY_BRIDGE.format(bridge=bridge), bridge)))
             turns.append(self._information(bridge, gold_ids[1]))
         else:
-            # The first try searches the entity's name; a retry after a misread searches the whole question.
-            query = subject if retry is None else question_query(row)
-            turns.append(Turn("model", search_turn(THINK_SEARCH if retry is None else THINK_RETRY, query)))
+            # The first try searches the entity's name; so does a retry after a misread or a check of a right
+            # answer, and one after a partial query (with the full name). Not the whole question: the tiny policy
+            # copies a short name, not a long question (v5 with question retries: "In which country is Fizar born").
+            if retry is None:
+                think, query = THINK_SEARCH, subject
+            elif retry.kind == "partial":
+                think, query = THINK_RETRY_UNSUPPORTED, subject
+            else:
+                think, query = THINK_RETRY, subject
+            turns.append(Turn("model", search_turn(think, query)))
             turns.append(self._information(query, gold_ids[0]))
             if bridge is not None:  # two hops: the bridge entity named in the first passage is searched next
                 turns.append(Turn("model", search_turn(THINK_BRIDGE.format(bridge=bridge), bridge)))
@@ -142,41 +170,75 @@ class TranscriptBuilder:
         turns.append(Turn("model", answer_turn(THINK_ANSWER, answer)))
         return tuple(turns)
 
-    def _wrong_attempt(self, row: Mapping[str, Any], retry: Attempt | None) -> Attempt | None:
-        """A grounded slip (the answer is read from the passages), or None when the passages offer none.
+    def _partial_attempt(self, row: Mapping[str, Any], rng: random.Random) -> Attempt | None:
+        """A search for the first word of the entity's name whose results miss its passage, answered with a
+        same-kind name those results do not show (None when the name is one word or nothing else matches)."""
+        gold_id = str(row["gold_doc_ids"][0])
+        words = str(self.index.doc(gold_id)["title"]).split()
+        if len(words) < 2:
+            return None
+        docs = [d for d in self.index.search(words[0], self.config.topk + 1) if str(d["id"]) != gold_id]
+        information = format_passages(docs[: self.config.topk])
+        golds = {str(a).lower() for a in row["golden_answers"]}
+        unsupported = [
+            a
+            for a in self._answers_by_relation[str(row.get("relation", ""))]
+            if a.lower() not in golds and a not in information
+        ]
+        if not docs or not unsupported:
+            return None
+        return Attempt(
+            "partial",
+            (
+                Turn("model", search_turn(THINK_SEARCH, words[0]), trained=False),
+                Turn("information", information),
+                Turn("model", answer_turn(THINK_ANSWER, rng.choice(unsupported)), trained=False),
+            ),
+        )
 
-        Two hops: the bridge entity given as the answer, without the second search. One hop: the
-        same-kind answer that a twin's or distractor's passage among the results shows.
+    def _wrong_attempt(self, row: Mapping[str, Any], rng: random.Random) -> Attempt | None:
+        """A first attempt that slips, or None when the passages offer none.
+
+        With chance ``p_partial`` a partial query (``_partial_attempt``); otherwise a grounded slip (the answer
+        is read from the passages): two hops, the bridge entity given as the answer, without the second search;
+        one hop, the same-kind answer that a twin's or distractor's passage among the results shows. The wrong
+        answer (and a partial query) is context only.
         """
+        if rng.random() < self.config.p_partial:
+            partial = self._partial_attempt(row, rng)
+            if partial is not None:
+                return partial
         gold_ids = [str(d) for d in row["gold_doc_ids"]]
         subject = str(self.index.doc(gold_ids[0])["title"])
-        think = THINK_SEARCH if retry is None else THINK_RETRY
-        search = Turn("model", search_turn(think, subject))
+        search = Turn("model", search_turn(THINK_SEARCH, subject))
         information = self._information(subject, gold_ids[0])
         if len(gold_ids) > 1:
             wrong: str | None = str(self.index.doc(gold_ids[1])["title"])
-            kind = "bridge"
+            kind: Literal["bridge", "misread"] = "bridge"
         else:
             wrong = self._confuser(row, information.text)
             kind = "misread"
         if wrong is None:
-            return None
-        return Attempt(kind, (search, information, Turn("model", answer_turn(THINK_ANSWER, wrong))))
+            return self._partial_attempt(row, rng)
+        return Attempt(kind, (search, information, Turn("model", answer_turn(THINK_ANSWER, wrong), trained=False)))
 
     def build(self, row: Mapping[str, Any], rng: random.Random) -> Transcript:
-        """One transcript for ``row``; ``rng`` decides how many leading attempts are wrong."""
+        """One transcript for ``row``; ``rng`` decides whether and how the first attempt slips."""
         answer = str(row["golden_answers"][0])
         attempts: list[tuple[Turn, ...]] = []
         correct: list[bool] = []
         previous: Attempt | None = None
         while len(attempts) < self.config.attempts:
             if correct and correct[-1]:
-                attempts.append((Turn("model", answer_turn(THINK_KEEP, answer)),))
+                if rng.random() < self.config.p_verify:
+                    attempts.append(self._right_attempt(row, _VERIFY))
+                else:
+                    attempts.append((Turn("model", answer_turn(THINK_KEEP, answer)),))
                 correct.append(True)
                 continue
             slip = None
             if not attempts and self.config.attempts > 1 and rng.random() < self.config.p_wrong:
-                slip = self._wrong_attempt(row, previous)
+                slip = self._wrong_attempt(row, rng)
             if slip is not None:
                 attempts.append(slip.turns)
                 correct.append(False)

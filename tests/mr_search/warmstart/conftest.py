@@ -18,6 +18,7 @@ PASSAGES = [
     ("Brepos Sol", "Brepos Sol was a farmer born in Ristead."),
     ("Ziniix", "Ziniix is a company founded by Brepos Sol. Its headquarters are in Kumholt."),
     ("Tenaria", "Tenaria is a country. Its capital is Kumholt."),
+    ("Alda Street", "Alda Street is a road in Ristead."),
 ]
 QUESTIONS = [
     ("Where was Aldo Venn born?", "Kumholt", ["0"], "birthplace"),

@@ -49,3 +49,54 @@ def test_a_collapsed_policy_shows_one_answer_and_no_mixed_groups():
     assert figures["query_names_entity"] == 0.0
     assert figures["gold_passage_found"] == 0.0
     assert figures["mixed_groups"] == 0.0
+
+
+def _episode(uid: str, first_em: float, later_queries: list[str | None]) -> dict:
+    """A meta-episode: attempt 1 searches and scores ``first_em``; attempt k >= 2 searches its query (None: not)."""
+    attempts = [
+        {
+            "index": 0,
+            "turns": [
+                {"role": "assistant", "content": "<search> Aldo Venn </search>"},
+                {"role": "tool", "content": "<information>Doc 1(Title: x) y</information>"},
+                {"role": "assistant", "content": "<answer> Kumholt </answer>"},
+            ],
+            "answer": "Kumholt",
+            "reward": first_em,
+            "em": first_em,
+        }
+    ]
+    for index, query in enumerate(later_queries, start=1):
+        turns = [{"role": "user", "content": "Reflect on your previous attempt."}]
+        if query is not None:
+            turns += [
+                {"role": "assistant", "content": f"<search> {query} </search>"},
+                {"role": "tool", "content": "<information>Doc 1(Title: x) y</information>"},
+            ]
+        turns.append({"role": "assistant", "content": "<answer> Kumholt </answer>"})
+        attempts.append({"index": index, "turns": turns, "answer": "Kumholt", "reward": 1.0, "em": 1.0})
+    return {"uid": uid, "data_source": "embedded_1hop", "attempts": attempts}
+
+
+def test_summary_counts_searches_after_the_first_attempt_overall_and_after_a_wrong_one():
+    greedy = [
+        _episode("q1", 0.0, ["Where was Aldo Venn born", None]),  # wrong, then searches again
+        _episode("q2", 0.0, [None, None]),  # wrong, never searches again
+        _episode("q3", 1.0, [None, "Aldo Venn"]),  # right, searches at attempt 3
+        _episode("q4", 1.0, [None, None]),
+    ]
+    sampled = [_episode("q1", 0.0, ["Aldo Venn", None]), _episode("q1", 1.0, [None, None])]
+    figures = summarize(greedy, sampled, {}, attempts=3)
+    assert figures["greedy_searches_at_k"] == [100.0, 25.0, 25.0]
+    assert figures["greedy_search_after_1"] == {"all": 50.0, "after_wrong": 50.0}
+    assert figures["sampled_searches_at_k"] == [100.0, 50.0, 0.0]
+    assert figures["sampled_search_after_1"] == {"all": 50.0, "after_wrong": 100.0}
+
+
+def test_a_policy_that_never_searches_again_shows_zero_and_no_wrong_first_attempt_shows_none():
+    never = [_episode(f"q{i}", float(i % 2), [None, None]) for i in range(4)]
+    figures = summarize(never, [], {}, attempts=3)
+    assert figures["greedy_search_after_1"] == {"all": 0.0, "after_wrong": 0.0}
+    assert "sampled_search_after_1" not in figures, "no sampled episodes: no sampled counts"
+    right = [_episode("q1", 1.0, ["Aldo Venn", None])]
+    assert summarize(right, [], {}, attempts=3)["greedy_search_after_1"] == {"all": 100.0, "after_wrong": None}

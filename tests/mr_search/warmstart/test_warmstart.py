@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import re
 
 import pytest
 
@@ -56,15 +57,16 @@ def _model_text(attempt) -> str:
 
 
 def test_queries_and_answers_are_spans_the_policy_can_copy(index, mini_questions):
-    """Every query is a span of the question or of a passage already shown; every answer is in a passage shown."""
-    import re
-
+    """Every trained query is a span of the question or of a passage already shown; every trained answer is in a
+    passage shown (slips are context only)."""
     for transcript in build_transcripts(mini_questions, index, 40, TranscriptConfig(attempts=3, p_wrong=0.5)):
         seen = transcript.question
         for attempt in transcript.attempts:
             for turn in attempt:
                 if turn.role == "information":
                     seen += turn.text
+                    continue
+                if not turn.trained:
                     continue
                 for query in re.findall(r"<search> (.*?) </search>", turn.text):
                     assert query in seen, f"query {query!r} is not copied from the context"
@@ -73,7 +75,7 @@ def test_queries_and_answers_are_spans_the_policy_can_copy(index, mini_questions
 
 
 def test_a_two_hop_slip_stops_at_the_bridge_and_the_retry_goes_on(index, mini_questions):
-    builder = TranscriptBuilder(index, mini_questions, TranscriptConfig(attempts=2, p_wrong=0.9))
+    builder = TranscriptBuilder(index, mini_questions, TranscriptConfig(attempts=2, p_wrong=0.9, p_partial=0.0))
     two_hop = next(q for q in mini_questions if q["hops"] == 2)
     transcript = builder.build(two_hop, random.Random(0))
     assert transcript.correct == (False, True)
@@ -82,6 +84,7 @@ def test_a_two_hop_slip_stops_at_the_bridge_and_the_retry_goes_on(index, mini_qu
     # The slip searches the asked-about entity and answers the bridge entity read in its passage.
     assert wrong[0].text.endswith("<search> Aldo Venn </search>")
     assert wrong[-1].text.endswith("<answer> Kumholt </answer>")
+    assert wrong[0].trained and not wrong[-1].trained, "the right query is learnt, the wrong answer is context only"
     # The retry goes on with the second hop and answers from the passage it finds.
     assert [t.role for t in right] == ["model", "information", "model"]
     assert right[0].text.endswith("<search> Kumholt </search>")
@@ -99,21 +102,61 @@ def test_first_right_attempt_searches_the_entity_then_the_bridge(index, mini_que
     assert attempt[-1].text.endswith(f"<answer> {two_hop['golden_answers'][0]} </answer>")
 
 
-def test_a_one_hop_misread_is_answered_from_a_twin_and_retried_with_the_question(index, mini_questions):
-    builder = TranscriptBuilder(index, mini_questions, TranscriptConfig(attempts=2, p_wrong=0.9))
+def test_a_one_hop_misread_is_answered_from_a_twin_and_retried_with_the_name(index, mini_questions):
+    builder = TranscriptBuilder(index, mini_questions, TranscriptConfig(attempts=2, p_wrong=0.9, p_partial=0.0))
     row = next(q for q in mini_questions if q["question"] == "Where was Aldo Venn born?")
     wrong, right = builder.build(row, random.Random(0)).attempts
     # The twin Alda Venn's passage shows Ristead, another birthplace: the slip answers it.
     assert "Alda Venn" in wrong[1].text and wrong[-1].text.endswith("<answer> Ristead </answer>")
-    assert right[0].text.endswith("<search> Where was Aldo Venn born </search>")
+    assert right[0].text.endswith("<search> Aldo Venn </search>"), "a short name the policy can copy"
     assert right[-1].text.endswith("<answer> Kumholt </answer>")
+
+
+def test_a_partial_query_misses_and_the_retry_searches_the_full_name(index, mini_questions):
+    config = TranscriptConfig(attempts=3, p_wrong=0.99, p_partial=1.0, p_verify=0.0)
+    builder = TranscriptBuilder(index, mini_questions, config)
+    row = next(q for q in mini_questions if q["question"] == "In which country was Alda Venn born?")
+    transcript = builder.build(row, random.Random(0))
+    assert transcript.correct == (False, True, True)
+    wrong, right, keep = transcript.attempts
+    assert wrong[0].text.endswith("<search> Alda </search>") and not wrong[0].trained, "the bad query is not learnt"
+    assert '(Title: "Alda Venn")' not in wrong[1].text, "the partial query misses the entity's passage"
+    answer = re.search(r"<answer> (.*?) </answer>", wrong[-1].text).group(1)
+    assert answer != "Vodikica" and answer not in wrong[1].text and not wrong[-1].trained
+    assert "not in the passages" in right[0].text and right[0].text.endswith("<search> Alda Venn </search>")
+    assert right[-1].text.endswith("<answer> Vodikica </answer>")
+    assert [t.role for t in keep] == ["model"], "after a right attempt the answer is kept"
+
+
+def test_every_wrong_attempt_is_followed_by_a_search(index, mini_questions):
+    """What v5 teaches: a retry after a wrong answer searches again (a new query after a bridge or partial slip); an
+    attempt after a right one keeps the answer or checks it with a search."""
+    transcripts = build_transcripts(mini_questions, index, 200, TranscriptConfig(attempts=3, p_wrong=0.6, seed=5))
+    new_queries = checks = keeps = 0
+    for transcript in transcripts:
+        for k in range(1, len(transcript.attempts)):
+            first = transcript.attempts[k][0]
+            searched = re.findall(r"<search> (.*?) </search>", first.text)
+            if transcript.correct[k - 1]:
+                checks += bool(searched)
+                keeps += not searched
+                continue
+            old = set(re.findall(r"<search> (.*?) </search>", "".join(t.text for t in transcript.attempts[k - 1])))
+            assert first.trained and len(searched) == 1, f"a retry after a wrong answer must search: {first.text!r}"
+            new_queries += searched[0] not in old
+    wrong_first = sum(not t.correct[0] for t in transcripts)
+    assert 0.45 < wrong_first / len(transcripts) < 0.75, "about p_wrong of first attempts slip"
+    assert new_queries > wrong_first / 3, "bridge and partial slips are retried with a query not searched before"
+    assert checks > 50 and keeps > 50, "after a right attempt, about half keep the answer and half check it"
 
 
 def test_mask_covers_exactly_the_model_written_tokens(index, mini_questions, tokenizer):
     from mr_search.agent.tokens import EnvEncoder
 
     env = EnvEncoder(tokenizer)
-    for transcript in build_transcripts(mini_questions, index, 6, TranscriptConfig(attempts=3, seed=1)):
+    transcripts = build_transcripts(mini_questions, index, 12, TranscriptConfig(attempts=3, seed=1))
+    assert any(not turn.trained for t in transcripts for a in t.attempts for turn in a), "slips must be covered"
+    for transcript in transcripts:
         encoded = encode(transcript, tokenizer, env)
         assert len(encoded.input_ids) == len(encoded.loss_mask)
         assert not any(encoded.loss_mask[: encoded.prompt_length]), "the question prompt must not be trained"
@@ -126,7 +169,7 @@ def test_mask_covers_exactly_the_model_written_tokens(index, mini_questions, tok
                 current = []
         if current:
             runs.append(current)
-        model_turns = [turn.text for attempt in transcript.attempts for turn in attempt if turn.role == "model"]
+        model_turns = [t.text for attempt in transcript.attempts for t in attempt if t.role == "model" and t.trained]
         assert [tokenizer.decode(run) for run in runs] == model_turns
         # Everything else (passages, reflection turns) is environment text, as the agent loop renders it.
         text = tokenizer.decode(encoded.input_ids[encoded.prompt_length :])
@@ -165,17 +208,23 @@ def test_the_cheaper_loss_equals_the_models_own_on_a_padded_batch(index, mini_qu
 
 
 def test_environment_labels_cover_the_passages_and_reflections_after_the_question(index, mini_questions, tokenizer):
-    examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 4, TranscriptConfig(seed=4))]
+    transcripts = build_transcripts(mini_questions, index, 8, TranscriptConfig(seed=4))
+    assert any(not turn.trained for t in transcripts for a in t.attempts for turn in a), "slips must be covered"
+    examples = [encode(t, tokenizer) for t in transcripts]
     env_labels = _batch(examples, tokenizer.pad_token_id, 1024).env_labels
     for row, example in enumerate(examples):
         env = env_labels[row].tolist()
         assert all(label == -100 for label in env[: example.prompt_length]), "the question prompt is not trained"
-        for position, (token, trained) in enumerate(zip(example.input_ids, example.loss_mask, strict=True)):
+        for position, (token, trained, is_env) in enumerate(
+            zip(example.input_ids, example.loss_mask, example.env_mask, strict=True)
+        ):
+            assert not (trained and is_env)
             if position >= example.prompt_length:
-                assert env[position] == (-100 if trained else token), "env labels: exactly the environment's tokens"
+                assert env[position] == (token if is_env else -100), "env labels: exactly the environment's tokens"
         assert all(label == -100 for label in env[len(example.input_ids) :]), "padding is not trained"
         text = tokenizer.decode([t for t in env if t != -100])
         assert "<information>" in text and "Doc 1(Title:" in text
+        assert "</think>" not in text, "a slipped (context-only) model turn is not trained as environment text"
 
 
 def test_the_shared_prefix_stops_before_rows_differ_or_a_label():
@@ -225,3 +274,7 @@ def test_invalid_settings_are_rejected_with_the_reason():
         WarmStartConfig(env_loss_weight=-1.0)
     with pytest.raises(ValueError, match="p_wrong"):
         TranscriptConfig(p_wrong=1.0)
+    with pytest.raises(ValueError, match="p_verify"):
+        TranscriptConfig(p_verify=-0.1)
+    with pytest.raises(ValueError, match="p_partial"):
+        TranscriptConfig(p_partial=1.5)
