@@ -37,10 +37,16 @@ WARMSTART_VERSION = 5
 
 @dataclass(frozen=True)
 class WarmStartConfig:
-    """The supervised pass. Defaults take 4-5 minutes on 2 CPU cores for the tiny policy (cached).
+    """The supervised pass. Defaults take 3-4 minutes on 2 free CPU cores for the tiny policy (cached).
 
-    Measured on the shared 2-core dev box (AMD EPYC, AVX512-BF16): 243 s with 2 threads at load ~2 (user 392 s),
-    307 s with 1 thread (the default) at load 4-9 (user 286 s); v3 took ~9 minutes (1041 s in one loaded run).
+    Build time (``python -m mr_search.warmstart``), shared 2-core dev box (AMD EPYC, AVX512-BF16): v5 (900 steps,
+    mean 454 tokens) took 437 s while the box was shared (load 1.4-12: another engineer's benchmark and a probe
+    ran alongside; 591 steps ran on 2 threads, 309 on 1); on free cores ~190 ms x 900 steps, about 3 minutes.
+    v4 (700 steps, mean 432 tokens): 243 s with 2 threads at load ~2, 307 s with 1 thread at load 4-9; v3 ~9
+    minutes. A step (16 transcripts, forward + backward + AdamW) is ~41% matrix products and ~34% attention (the
+    CPU flash kernel); measured 185-192 ms with 2 threads on free cores, 330-370 ms with 1, 2.3-2.8 s with 2
+    threads while another process kept a core busy (hence ``threads.py``); bf16 autocast 167 ms with 2 threads
+    (~13% faster; off by default: its effect on what the policy learns is unmeasured).
 
     The tiny policy starts from random weights and must learn to copy names (the asked-about entity into its
     query, the answer out of a passage). Trained on its own turns only (v3: lr 3e-3, AdamW beta2 0.999), that
@@ -58,6 +64,20 @@ class WarmStartConfig:
     v3: greedy EM@1..3 31/34/32% (v3: 1/3/1%), query names the entity 42% (33%), gold passage found 64% (60%),
     sampled EM@1..3 15.2/14.2/13.2% (4.0/4.4/4.6%), mixed-reward groups 46% (41%), distinct answers 46 (51).
 
+    v5 (retries search again) against v4: greedy EM@1..3 30/17/13% (31/34/32%); greedy meta-episodes that search
+    again after attempt 1: 100% (0%), sampled 76% (3%), sampled after a wrong first attempt 78% (3%); sampled
+    EM@1..3 25.8/16.6/12.2% (15.2/14.2/13.2%), mixed-reward groups 51% (46%), query names the entity 42% (42%),
+    gold passage found 56% (64%), distinct answers 52 (46). Its retries copy the name worse than first tries do
+    (the same first query as attempt 1 in 6 of the 30 right first attempts; 17 of those 30 end wrong at attempt
+    2): greedy EM falls after attempt 1, which training across attempts can fix and single-attempt training
+    cannot see. On the way there: with 30% multi-attempt transcripts (70% one-attempt),
+    700 steps copied no answer (greedy EM@1 1%); with every retry's thought starting "My previous answer is ..."
+    like the kept answer's, greedy attempts 2-3 never searched (the first differing token went to the majority);
+    with checks of a right answer at half the later attempts and 700 steps, sampled attempts 2-3 searched in 45%
+    of meta-episodes but greedy ones in 1%, greedy EM@1 15%; 900 steps gave greedy EM@1 39% and searches after
+    attempt 1 in all greedy meta-episodes, but those retries searched the whole question, which the tiny policy
+    cannot copy ("In which country is Fizar born"): greedy EM@2/@3 fell to 9/5%. Retries now search a name.
+
     Attributes:
         num_transcripts: synthetic meta-episodes drawn from the training questions.
         single_attempt_share: share of them that stop after one attempt: shorter and cheaper, they carry the
@@ -70,7 +90,7 @@ class WarmStartConfig:
         warmup_steps: linear warm-up steps.
         max_length: transcripts are cut to this many tokens.
         bf16: run the forward pass under bf16 autocast (weights, optimizer and loss stay float32).
-        transcripts: how the transcripts are drawn (attempts K, top-k, wrong-attempt rate, seed).
+        transcripts: how the transcripts are drawn (attempts K, top-k, slip and check rates, seed).
         seed: torch seed (batch order and initialisation of the optimizer state).
     """
 
