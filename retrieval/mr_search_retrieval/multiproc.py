@@ -56,10 +56,15 @@ class FrontOptions:
     # `worker_inflight` merged batches at once (search_worker.py). 'auto': stream on a GPU, batches elsewhere.
     worker_mode: str = "auto"
     front_lanes: int = 8  # streamed: micro-batches each front may have at the worker at once
+    # streamed: a merged batch at most a quarter of this over a multiple of it is cut back to the multiple (the GPU
+    # time steps up there: the search kernel's 128-query tiles, the encoder's graph buckets); 0: off
+    worker_tile: int = 128
 
     def __post_init__(self) -> None:
         if self.worker_mode not in WORKER_MODES:
             raise ValueError(f"worker_mode must be one of {', '.join(WORKER_MODES)}, got {self.worker_mode!r}")
+        if self.worker_tile < 0:
+            raise ValueError(f"worker_tile must be >= 0 (0: off), got {self.worker_tile}")
         if self.front_lanes < 1:
             raise ValueError(f"front_lanes must be >= 1, got {self.front_lanes}")
         if self.worker_inflight < 0:
@@ -166,6 +171,7 @@ def _start_worker(
             options.worker_gather_ms / 1000,
             options.worker_hold_ms / 1000,
             options.worker_mode,
+            options.worker_tile,
         ),
         name="mr-search-worker",
     )

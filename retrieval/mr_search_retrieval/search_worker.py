@@ -268,6 +268,7 @@ def run_search_worker(
     gather_s: float = 0.0,
     hold_s: float = 0.0,
     mode: str = "batches",
+    tile: int = 0,
 ) -> None:
     """Process entry point: load (with the service's startup checks), report on `status`, then serve.
 
@@ -325,7 +326,7 @@ def run_search_worker(
             len(conns),
             "tokenized in the fronts" if tokenizer is not None else "strings",
         )
-        merged = serve_stream(searcher, conns, gather_s, pad_token_id=_pad_id(searcher))
+        merged = serve_stream(searcher, conns, gather_s, pad_token_id=_pad_id(searcher), tile=tile)
         logger.info("search worker stopped after %d merged batches", merged)
         return
     logger.info(

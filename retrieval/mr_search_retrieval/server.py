@@ -123,6 +123,13 @@ def build_parser() -> argparse.ArgumentParser:
         "batch in flight per front (--worker-inflight/-gather-ms/-hold-ms); auto: stream on a GPU, else batches",
     )
     g.add_argument("--front-lanes", type=int, default=8, help="--worker-mode stream: batches in flight per front")
+    g.add_argument(
+        "--worker-tile",
+        type=int,
+        default=128,
+        help="--worker-mode stream: a merged batch at most a quarter of this over a multiple of it is cut back to "
+        "the multiple (GPU time steps up there); 0: off",
+    )
     g.add_argument("--torch-threads", type=int, default=0, help="intra-op CPU threads for the encoder (0: torch's)")
     g.add_argument("--graceful-timeout", type=float, default=30.0, help="seconds to finish in-flight requests")
     g.add_argument("--log-level", default="info", choices=("debug", "info", "warning", "error"))
@@ -190,6 +197,7 @@ def main(argv: list[str] | None = None) -> None:
                 worker_hold_ms=args.worker_hold_ms,
                 worker_mode=args.worker_mode,
                 front_lanes=args.front_lanes,
+                worker_tile=args.worker_tile,
             )
         except ValueError as err:
             sys.exit(f"mr-search-retrieval: {err}")

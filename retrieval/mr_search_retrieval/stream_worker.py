@@ -145,9 +145,11 @@ class _Inbox:
             self.closed = True
             self.cond.notify()
 
-    def take(self, gather_s: float, max_queries: int) -> list[Request]:
+    def take(self, gather_s: float, max_queries: int, tile: int = 0) -> list[Request]:
         """Everything received (at most `max_queries` queries, at least one request); [] once all fronts closed.
-        If nothing was waiting, wait for the first request and then `gather_s` more for company."""
+        If nothing was waiting, wait for the first request and then `gather_s` more for company. With `tile`, a
+        batch at most a quarter tile over a multiple of `tile` queries is cut back to that multiple (the rest waits
+        for the next batch): GPU time steps up at each multiple (search kernel tiles, encoder graph buckets)."""
         with self.cond:
             idle = not self.items
             while not self.items and not self.closed:
@@ -158,7 +160,10 @@ class _Inbox:
             time.sleep(gather_s)
         taken, n = [], 0
         with self.cond:
-            while self.items and (not taken or n + len(self.items[0][3]) <= max_queries):
+            limit, pending = max_queries, sum(len(item[3]) for item in self.items)
+            if tile and pending > tile and pending % tile <= tile // 4:
+                limit = min(limit, pending - pending % tile)
+            while self.items and (not taken or n + len(self.items[0][3]) <= limit):
                 item = self.items.popleft()
                 taken.append(item)
                 n += len(item[3])
@@ -200,19 +205,23 @@ def serve_stream(
     gather_s: float = 0.0,
     max_queries: int = MAX_MERGED_QUERIES,
     pad_token_id: int = 0,
+    tile: int = 0,
 ) -> int:
     """Answer every front's requests until all connections are closed; returns the number of merged batches.
 
     searcher: `search(strings, k)`, and `search_tokens(arrays, k)` when the fronts send TokenRows.
+    tile: cut batches just over a multiple of this many queries back to it (0: off; see _Inbox.take).
     """
-    if gather_s < 0 or max_queries < 1:
-        raise ValueError(f"gather_s must be >= 0 and max_queries >= 1, got {gather_s} and {max_queries}")
+    if gather_s < 0 or max_queries < 1 or tile < 0:
+        raise ValueError(
+            f"gather_s must be >= 0, max_queries >= 1 and tile >= 0, got {gather_s}, {max_queries} and {tile}"
+        )
     inbox = _Inbox(conns)
     outbox: queue.Queue = queue.Queue()
     replier = threading.Thread(target=_reply, args=(outbox,), name="mr-search-reply", daemon=True)
     replier.start()
     merged = 0
-    while requests := inbox.take(gather_s, max_queries):
+    while requests := inbox.take(gather_s, max_queries, tile):
         merged += 1
         outbox.put((requests, _compute(searcher, requests, pad_token_id)))
     outbox.put(None)

@@ -149,6 +149,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument(
         "--front-lanes", type=_ints, default=[8], help="streamed rows: micro-batches in flight per front (each: a run)"
     )
+    p.add_argument(
+        "--worker-tile", type=int, default=128, help="streamed rows: cut merged batches back to multiples (0: off)"
+    )
     p.add_argument("--worker-gather-ms", type=float, default=3.0, help="search worker: wait for the other fronts")
     p.add_argument(
         "--worker-hold-ms",

@@ -291,7 +291,13 @@ def run_multiproc_only(args: argparse.Namespace, res: dict[str, Any], work: Path
             f"  merged batch {r['mean_batch'] or nan:6.1f}"
             f" in {r['mean_batch_ms'] or nan:5.1f} ms  (worker: encode {w.get('encode_ms', nan):.1f}"
             f" + index {w.get('index_ms', nan):.1f} ms/batch, max batch so far {st.get('max_batch')})"
-            f"  srv cpu {r['server_cpu_cores']:.2f}",
+            + (
+                f" [GPU encode {w['gpu_encode_ms']:.1f} + index {w['gpu_index_ms']:.1f} ms, launch"
+                f" {w['launch_ms']:.1f} ms, gap {w['gap_ms']:.1f} ms]"
+                if "gpu_index_ms" in w
+                else ""
+            )
+            + f"  srv cpu {r['server_cpu_cores']:.2f}",
             flush=True,
         )
 

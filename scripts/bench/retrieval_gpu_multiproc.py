@@ -44,9 +44,13 @@ class TimedSearcher:
         for owner, name, key in ((inner.encoder, "encode_queries", "encode_s"), (inner.index, "search", "index_s")):
             setattr(owner, name, self._timed(getattr(owner, name), key))
         if hasattr(inner.encoder, "embed_tokens"):  # the streamed protocol's token path: host time of the encode
-            inner.encoder.embed_tokens = self._timed(inner.encoder.embed_tokens, "encode_s")
+            inner.encoder.embed_tokens = self._timed(self._gpu_timed(inner.encoder.embed_tokens, 0), "encode_s")
+            inner.index.search_tensor = self._gpu_timed(inner.index.search_tensor, 1)
         if hasattr(inner, "search_tokens"):
             self.search_tokens = self._search_tokens
+        self._events: list[Any] = []
+        self._launch_t0 = 0.0
+        self._last_end = 0.0
 
     def _timed(self, fn: Any, key: str) -> Any:
         def timed(*a: Any) -> Any:
@@ -59,15 +63,45 @@ class TimedSearcher:
 
         return timed
 
+    def _gpu_timed(self, fn: Any, step: int) -> Any:
+        """CUDA events around the token path's two launches (step 0: encoder, 1: index): GPU-side spans per batch."""
+        import torch
+
+        if not torch.cuda.is_available():
+            return fn
+
+        def timed(*a: Any) -> Any:
+            if step == 0:
+                self._events = [torch.cuda.Event(enable_timing=True)]
+                self._events[0].record()
+                self._launch_t0 = time.perf_counter()
+            out = fn(*a)
+            if len(self._events) == step + 1:
+                self._events.append(torch.cuda.Event(enable_timing=True))
+                self._events[-1].record()
+            if step == 1:
+                self.stats["launch_s"] = self.stats.get("launch_s", 0.0) + time.perf_counter() - self._launch_t0
+            return out
+
+        return timed
+
     def _search_tokens(self, batch: dict[str, Any], k: int) -> Any:
         """The token path: encode_s is the embed_tokens call (host side: it does not wait for the GPU), index_s the
-        rest (search launch and the wait for encoder and index kernels)."""
+        rest (search launch and the wait for encoder and index kernels). With CUDA also the GPU-side spans of the
+        encoder and the index (events), the host time to launch both, and the worker's gap between batches."""
         encode_before = self.stats["encode_s"]  # one GPU thread calls this: no other batch counts meanwhile
         t0 = time.perf_counter()
         out = self.inner.search_tokens(batch, k)
         with self.lock:
             self.stats["index_s"] += time.perf_counter() - t0 - (self.stats["encode_s"] - encode_before)
+            if len(self._events) == 3:
+                ev = self._events
+                self.stats["gpu_encode_s"] = self.stats.get("gpu_encode_s", 0.0) + ev[0].elapsed_time(ev[1]) / 1000
+                self.stats["gpu_index_s"] = self.stats.get("gpu_index_s", 0.0) + ev[1].elapsed_time(ev[2]) / 1000
+            if self._last_end:
+                self.stats["gap_s"] = self.stats.get("gap_s", 0.0) + t0 - self._last_end
         self._count(len(batch["attention_mask"]), t0)
+        self._last_end = time.perf_counter()
         return out
 
     def search(self, queries: list[str], k: int) -> Any:
@@ -154,14 +188,18 @@ def _window(before: dict[str, Any], after: dict[str, Any]) -> dict[str, float]:
     n = after.get("batches", 0) - before.get("batches", 0)
     if n <= 0:
         return {}
-    per = {key: (after.get(key, 0) - before.get(key, 0)) / n for key in ("encode_s", "index_s", "batch_s", "queries")}
-    return {
+    keys = ("encode_s", "index_s", "batch_s", "queries", "gpu_encode_s", "gpu_index_s", "launch_s", "gap_s")
+    per = {key: (after.get(key, 0) - before.get(key, 0)) / n for key in keys}
+    out = {
         "batches": n,
         "queries_per_batch": per["queries"],
         "encode_ms": 1000 * per["encode_s"],
         "index_ms": 1000 * per["index_s"],
         "batch_ms": 1000 * per["batch_s"],
     }
+    if "gpu_index_s" in after:  # the streamed token path on CUDA: GPU spans, host launch time, gap between batches
+        out.update({f"{key[:-2]}_ms": 1000 * per[key] for key in ("gpu_encode_s", "gpu_index_s", "launch_s", "gap_s")})
+    return out
 
 
 def _spawned_children_cpu() -> float:
@@ -209,6 +247,7 @@ class MultiProcServed:
         hold_ms: float = 0.0,
         mode: str = "auto",
         front_lanes: int = 8,
+        tile: int = 128,
     ) -> None:
         self.url = f"http://127.0.0.1:{config.port}"
         self.loop_thread_id = None
@@ -224,6 +263,7 @@ class MultiProcServed:
             worker_hold_ms=hold_ms,
             worker_mode=mode,
             front_lanes=front_lanes,
+            worker_tile=tile,
         )
         self.thread = threading.Thread(target=self._serve, args=(config, loader, fronts), daemon=True)
 
@@ -320,7 +360,16 @@ def _serve_one(
         run_loader = replace(run_loader, stats_path=str(stats_dir / f"{label}.json"))
     threads = args.worker_torch_threads
     served_as = MultiProcServed(
-        config, run_loader, fronts, max(inflight, 1), args.worker_gather_ms, threads, hold, wmode, max(lanes, 1)
+        config,
+        run_loader,
+        fronts,
+        max(inflight, 1),
+        args.worker_gather_ms,
+        threads,
+        hold,
+        wmode,
+        max(lanes, 1),
+        args.worker_tile,
     )
     with served_as as served:
         if expected is not None:
@@ -333,7 +382,7 @@ def _serve_one(
             consistent = check["same_ids"] if expected is not None else None
             row.update(searcher=label, max_batch_size=args.multiproc_max_batch_size, consistent=consistent)
             row.update(worker_inflight=inflight, http_fronts=fronts, gpu_memory_used=memory, worker_encoder=mode)
-            row.update(worker_hold_ms=hold, worker_mode=wmode, front_lanes=lanes or None)
+            row.update(worker_hold_ms=hold, worker_mode=wmode, front_lanes=lanes or None, worker_tile=args.worker_tile)
             stats = read_worker_stats(run_loader.stats_path)
             if stats:  # cumulative since the service started: encode vs index time, batch-thread stack samples
                 row["worker_stats"] = stats

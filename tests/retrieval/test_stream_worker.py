@@ -86,6 +86,29 @@ def test_a_front_keeps_batches_in_flight_and_what_queues_meanwhile_is_one_merged
     assert not worker.is_alive(), "the worker stops once every front has closed its connection"
 
 
+@pytest.mark.parametrize(("tile", "expected"), [(8, [1, 8, 2]), (0, [1, 10])])
+def test_a_batch_just_over_a_tile_multiple_is_cut_back_and_the_rest_goes_next(tile: int, expected: list[int]) -> None:
+    searcher = GateSearcher()
+    pipes = [mp.Pipe(duplex=True) for _ in range(5)]
+    worker = threading.Thread(target=serve_stream, args=(searcher, [w for w, _ in pipes], 0.0, 1024, 0, tile))
+    worker.start()
+    remotes = [StreamRemoteSearcher(front, 1000) for _, front in pipes]
+    first = threading.Thread(target=remotes[0].search, args=(["q 0"], 1))
+    first.start()
+    time.sleep(0.3)  # batch 1 is on the "GPU": 10 queries (5 requests of 2) queue behind it
+    rest = [threading.Thread(target=r.search, args=([f"q {i}", f"q {i + 1}"], 1)) for i, r in enumerate(remotes)]
+    for t in rest:
+        t.start()
+    time.sleep(0.3)
+    searcher.gate.set()
+    for t in [first, *rest]:
+        t.join(10)
+    assert [len(b) for b in searcher.batches] == expected  # 10 = 8 + 2 is cut to one tile of 8, the rest goes next
+    for r in remotes:
+        r.close()
+    worker.join(10)
+
+
 def test_a_gone_worker_fails_waiting_and_later_calls_with_a_clear_error() -> None:
     front, back = mp.Pipe(duplex=True)
     remote = StreamRemoteSearcher(front, 10)
@@ -175,6 +198,8 @@ def test_stream_options_reject_bad_values() -> None:
         FrontOptions(front_lanes=0)
     with pytest.raises(ValueError, match="gather_s must be >= 0"):
         serve_stream(GateSearcher(), [], gather_s=-1)
+    with pytest.raises(ValueError, match="worker_tile must be >= 0"):
+        FrontOptions(worker_tile=-1)
 
 
 @pytest.mark.slow
