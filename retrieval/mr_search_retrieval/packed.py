@@ -65,7 +65,7 @@ def packable(model: torch.nn.Module) -> bool:
 
 def enable_packing(model: torch.nn.Module) -> None:
     """Route the model's attention through `_attention` (padded calls behave as with SDPA)."""
-    from transformers import AttentionInterface
+    from transformers import AttentionInterface, AttentionMaskInterface
 
     if not packable(model):
         raise ValueError(
@@ -73,6 +73,9 @@ def enable_packing(model: torch.nn.Module) -> None:
             "with absolute positions); use the padded forward"
         )
     AttentionInterface.register(PACKED_ATTENTION, _attention)
+    # Padded calls get SDPA's mask (transformers builds masks per attention implementation; without this entry a
+    # padded batch would get no usable mask and its padding would leak into the embeddings).
+    AttentionMaskInterface.register(PACKED_ATTENTION, AttentionMaskInterface._global_mapping["sdpa"])
     model.set_attn_implementation(PACKED_ATTENTION)
     if model.config._attn_implementation != PACKED_ATTENTION:  # transformers only logs a warning when it refuses
         raise RuntimeError(

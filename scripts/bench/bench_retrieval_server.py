@@ -14,7 +14,8 @@ cores to HTTP), so the ratio measures cross-request batching, not that knob. Bar
 with that policy and with OpenMP's default, one batch at a time and as the server's lanes, and the best figure per
 number of queries in flight counts, so the ceiling is never lowered by a knob; the server's fraction is of the best
 bare figure with at most as many queries in flight as there are clients. The encoder (bf16 matrix products on CPUs
-with native bf16, length-sorted sub-batches) is the same everywhere.
+with native bf16) is the same everywhere; ours and bare run it packed (no padded position computed), the baseline
+pads each request's texts as Search-R1's server does.
 
     python scripts/bench/bench_retrieval_server.py [--duration 20] [--clients 256]
 """
@@ -62,7 +63,9 @@ def serve_baseline(index_dir: str, corpus: str, port: int, torch_threads: int) -
 
     if torch_threads > 0:  # 0: torch's default, as Search-R1's server runs
         torch.set_num_threads(torch_threads)
-    encoder, index = HFEncoder(EncoderConfig(device="cpu")), FaissIndex.load(Path(index_dir), "cpu")
+    # Padded, as Search-R1's encoder runs (tokenizer padding + one forward); ours and bare pack their batches.
+    encoder = HFEncoder(EncoderConfig(device="cpu", cpu_packed=False))
+    index = FaissIndex.load(Path(index_dir), "cpu")
     store = CorpusStore(corpus)
     app = FastAPI()
 

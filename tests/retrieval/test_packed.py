@@ -22,6 +22,31 @@ TEXTS = [
 ]
 
 
+@pytest.fixture(autouse=True)
+def one_thread():
+    """Packing runs where one intra-op thread computes a batch (the server's CPU lanes)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def test_lone_texts_and_several_threads_take_the_padded_forward(monkeypatch: pytest.MonkeyPatch) -> None:
+    packed, padded = _encoders()
+    calls = []
+    real = encoders.packed_forward
+    monkeypatch.setattr(encoders, "packed_forward", lambda m, ids, p: calls.append(len(ids)) or real(m, ids, p))
+    packed.encode_queries(TEXTS[:1])
+    assert calls == []
+    torch.set_num_threads(2)
+    # The padded forward of a model set up for packing still masks its padding.
+    np.testing.assert_allclose(packed.encode_queries(TEXTS), padded.encode_queries(TEXTS), atol=2e-5)
+    assert calls == []
+    torch.set_num_threads(1)
+    packed.encode_queries(TEXTS)
+    assert calls == [len(TEXTS)]
+
+
 def _encoders(**kw) -> tuple[HFEncoder, HFEncoder]:
     packed = HFEncoder(EncoderConfig(device="cpu", cpu_bf16=False, **kw))
     padded = HFEncoder(EncoderConfig(device="cpu", cpu_bf16=False, cpu_packed=False, sub_batch_size=1024, **kw))
