@@ -102,10 +102,10 @@ def _metric(step: dict[str, float], suffix: str) -> float:
     return float(matches[0])
 
 
-# Sampled at temperature 1, the warm-started policy answers right ~26% of the time at attempt 1 (v5) and half of its groups get
-# unequal EM rewards; the test run samples 8 questions x 4 and adds Search-R1's format score (an answer that is
-# well-formed but wrong earns 0.1; an attempt without one earns 0), so that some rewards differ within a group in
-# every step with margin (an all-equal step has zero advantages), and the advantages must be non-zero.
+# Sampled at temperature 1, the warm-started policy (v5) answers right ~26% of the time at attempt 1 and about half
+# of its groups get unequal EM rewards; the test run samples 8 questions x 4 and adds Search-R1's format score (an
+# answer that is well-formed but wrong earns 0.1; an attempt without one earns 0), so that some rewards differ within
+# a group in every step with margin (an all-equal step has zero advantages), and the advantages must be non-zero.
 TEST_RUN = ("mr_search.reward.format_score=0.1",)
 TEST_KNOBS = {"TRAIN_BATCH_SIZE": "8", "PPO_MINI_BATCH_SIZE": "8", "GROUP_SIZE": "4"}
 
