@@ -24,9 +24,7 @@ CHAT_TEMPLATE = (
 SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # Ordinary (non-special) single tokens for the protocol tags: they make the tiny model's job easier.
 # Real tokenizers split tags into several pieces; the agent loop handles both.
-TAG_TOKENS = tuple(
-    f"<{slash}{tag}>" for tag in ("think", "search", "answer", "information") for slash in ("", "/")
-)
+TAG_TOKENS = tuple(f"<{slash}{tag}>" for tag in ("think", "search", "answer", "information") for slash in ("", "/"))
 
 
 @dataclass(frozen=True)
