@@ -11,15 +11,9 @@ from mr_search_retrieval.config import EncoderConfig
 from mr_search_retrieval.encoders import HFEncoder
 from mr_search_retrieval.packed import PACKED_ATTENTION, enable_packing, packable, packed_forward
 
-TEXTS = [
-    "Where was Pekrul Zuk born?",
-    "Who?",
-    "In which country was the author of the long forgotten treatise on the rivers of the northern plains born?",
-    "Which river flows through Brulmere?",
-    "capital",
-    "What is the name of the mountain range that lies between Sestead and the sea, and who first crossed it?",
-    "Fasumia",
-]
+_SENTENCE = "which river flows past the old mill where the author of the forgotten treatise was born in spring"
+# Texts of 1 to 18 words (3 to ~25 tokens with the prefix), unsorted, so a packed pass mixes lengths.
+TEXTS = [" ".join(_SENTENCE.split()[:n]) for n in (5, 1, 18, 6, 1, 17, 2)]
 
 
 @pytest.fixture(autouse=True)
