@@ -51,8 +51,9 @@ class EncoderConfig:
     # Rows per forward pass once a batch is sorted by token length: each sub-batch pads only to its own longest
     # text. 0: auto (64 on CPU, where that keeps matrix products efficient; 1024 on GPU).
     sub_batch_size: int = 0
-    # On CPU, BERT-family encoders run the texts of a batch as one token sequence (packed.py): no padded position is
-    # computed, so a query costs the same in any batch. False: length-sorted padded sub-batches.
+    # On CPU, BERT-family encoders run the texts of a batch as one token sequence (packed.py) where one intra-op
+    # thread computes a batch of >= 4 texts (the server's lanes): no padded position is computed, so a query costs
+    # the same in any batch. False (and elsewhere): length-sorted padded sub-batches.
     cpu_packed: bool = True
     # On CUDA, serving replays the encoder forward from CUDA graphs captured at startup at bucketed (batch, length)
     # shapes (graph_encoder.py): one launch instead of ~250 per batch. False: the eager forward. Ignored on CPU.
