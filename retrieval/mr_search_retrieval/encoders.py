@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from mr_search_retrieval.config import EncoderConfig
-from mr_search_retrieval.packed import enable_packing, packable, packed_forward
+from mr_search_retrieval.packed import PACKED_POOLINGS, enable_packing, packable, packed_forward
 
 logger = logging.getLogger(__name__)
 
@@ -121,7 +121,7 @@ class HFEncoder:
         self.packed = (
             not on_gpu
             and config.cpu_packed
-            and config.pooling in ("mean", "cls")
+            and config.pooling in PACKED_POOLINGS
             and type(self)._embed_rows is HFEncoder._embed_rows
             and packable(self.model)
         )

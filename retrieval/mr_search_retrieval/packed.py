@@ -24,6 +24,7 @@ PACKED_ATTENTION = "mr_search_packed"
 # models derive positions from the padding index and are left on the padded path.
 PACKABLE_MODEL_TYPES = ("bert",)
 _PACK_KWARG = "mr_search_pack"
+PACKED_POOLINGS = ("mean", "cls")  # poolings `packed_forward` computes ("pooler" needs the model's pooler head)
 
 
 def _attention(
@@ -90,7 +91,7 @@ def packed_forward(model: torch.nn.Module, token_ids: Sequence[Sequence[int]], p
 
     `pooling`: "mean" over each text's tokens or "cls" (its first token). The model must have been through
     `enable_packing`."""
-    if pooling not in ("mean", "cls"):
+    if pooling not in PACKED_POOLINGS:
         raise ValueError(f"packed_forward pools 'mean' or 'cls', got {pooling!r}; use the padded forward")
     lengths = torch.tensor([len(t) for t in token_ids])
     if not len(lengths) or int(lengths.min()) < 1:
