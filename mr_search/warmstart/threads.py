@@ -108,6 +108,12 @@ class ThreadTuner:
         costs.append(elapsed / work)
         del costs[: -self.config.recent]
 
+    def forget(self) -> None:
+        """Drops every measured cost (the work changed its cost per unit, e.g. a new kind of batch); the current
+        count stays until the others are measured against it afresh."""
+        for costs in self._costs.values():
+            costs.clear()
+
     def _decide(self) -> None:
         measured = {c: statistics.median(v) for c, v in self._costs.items() if v}
         best = min(measured, key=measured.__getitem__)

@@ -12,10 +12,10 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any, NamedTuple
 
 from mr_search.agent.tokens import EnvEncoder
 from mr_search.tiny_model import cache_root, ensure_tiny_model
+from mr_search.warmstart.batches import bucketed_batches, pad_batch, window_batch
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import Encoded, encode_all
 from mr_search.warmstart.threads import ThreadTuner, TunerConfig, default_candidates
@@ -32,7 +32,9 @@ logger = logging.getLogger(__name__)
 #    slip that searched only the first word of the name and answered what the passages do not show); every retry's
 #    thought differs from the kept answer's at its first word; slipped turns are context only (no loss, not environment
 #    text); torch threads chosen by timing steps (threads.py).
-WARMSTART_VERSION = 5
+# 6: a window stage first (short slices of the transcripts' bodies, where copying is learned cheaply), then whole
+#    transcripts; bf16 autocast.
+WARMSTART_VERSION = 6
 
 
 @dataclass(frozen=True)
@@ -96,21 +98,28 @@ class WarmStartConfig:
 
     num_transcripts: int = 5000
     single_attempt_share: float = 0.85
-    steps: int = 900
+    window_steps: int = 400
+    window_length: int = 128
+    window_batch_size: int = 32
+    steps: int = 500
     batch_size: int = 16
     lr: float = 6e-3
     adam_beta2: float = 0.95
     env_loss_weight: float = 0.5
     warmup_steps: int = 50
     max_length: int = 1024
-    bf16: bool = False
+    bf16: bool = True
     transcripts: TranscriptConfig = field(default_factory=TranscriptConfig)
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("num_transcripts", "steps", "batch_size", "max_length"):
+        for name in ("num_transcripts", "steps", "batch_size", "max_length", "window_batch_size"):
             if getattr(self, name) < 1:
                 raise ValueError(f"WarmStartConfig.{name}={getattr(self, name)}: use a positive integer")
+        if self.window_steps < 0:
+            raise ValueError(f"WarmStartConfig.window_steps={self.window_steps}: use 0 (no window stage) or more")
+        if self.window_length < 2:
+            raise ValueError(f"WarmStartConfig.window_length={self.window_length}: use at least 2 tokens")
         if not 0.0 <= self.single_attempt_share <= 1.0:
             raise ValueError(f"WarmStartConfig.single_attempt_share={self.single_attempt_share}: use a share in [0, 1]")
         if self.env_loss_weight < 0.0:
@@ -119,54 +128,19 @@ class WarmStartConfig:
             raise ValueError(f"WarmStartConfig.adam_beta2={self.adam_beta2}: use a value in (0, 1)")
         if not 0.0 < self.lr < 1.0:
             raise ValueError(f"WarmStartConfig.lr={self.lr}: use a learning rate in (0, 1)")
-        if not 0 <= self.warmup_steps <= self.steps:
-            raise ValueError(f"WarmStartConfig.warmup_steps={self.warmup_steps}: use a value in [0, steps]")
+        if not 0 <= self.warmup_steps <= self.total_steps:
+            raise ValueError(
+                f"WarmStartConfig.warmup_steps={self.warmup_steps}: use a value in [0, window_steps + steps]"
+            )
+
+    @property
+    def total_steps(self) -> int:
+        """Optimizer steps in all: the window stage, then whole transcripts."""
+        return self.window_steps + self.steps
 
     def key(self) -> str:
         payload = json.dumps({"version": WARMSTART_VERSION, **asdict(self)}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
-
-
-class Batch(NamedTuple):
-    """Right-padded rows: token ids, attention (1 on real tokens), labels on model-written tokens, and labels on
-    the environment's text after the question (passages, reflection turns); -100 where there is none."""
-
-    ids: Any
-    attention: Any
-    labels: Any
-    env_labels: Any
-
-
-def _batch(examples: Sequence[Encoded], pad_id: int, max_length: int) -> Batch:
-    import torch
-
-    length = min(max_length, max(len(e.input_ids) for e in examples))
-    ids = torch.full((len(examples), length), pad_id, dtype=torch.long)
-    labels = torch.full((len(examples), length), -100, dtype=torch.long)
-    env_labels = torch.full((len(examples), length), -100, dtype=torch.long)
-    attention = torch.zeros((len(examples), length), dtype=torch.long)
-    for row, example in enumerate(examples):
-        n = min(length, len(example.input_ids))
-        ids[row, :n] = torch.tensor(example.input_ids[:n])
-        attention[row, :n] = 1
-        mask = torch.tensor(example.loss_mask[:n], dtype=torch.bool)
-        labels[row, :n] = torch.where(mask, ids[row, :n], -100)
-        env = torch.tensor(example.env_mask[:n], dtype=torch.bool)
-        env_labels[row, :n] = torch.where(env, ids[row, :n], -100)
-    return Batch(ids, attention, labels, env_labels)
-
-
-def _bucketed_batches(examples: Sequence[Encoded], batch_size: int, order: random.Random) -> list[list[int]]:
-    """One epoch of batches in random order, each of transcripts of similar length (less padding to compute)."""
-    fresh = list(range(len(examples)))
-    order.shuffle(fresh)
-    span = batch_size * 8
-    batches = []
-    for start in range(0, len(fresh), span):
-        group = sorted(fresh[start : start + span], key=lambda i: len(examples[i].input_ids))
-        batches += [group[i : i + batch_size] for i in range(0, len(group), batch_size)]
-    order.shuffle(batches)
-    return batches
 
 
 def shared_prefix_length(ids, labels) -> int:
@@ -257,28 +231,33 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None =
 
     torch.manual_seed(config.seed)
     order = random.Random(config.seed)
+    windows = random.Random(config.seed + 1)
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=(0.9, config.adam_beta2), weight_decay=0.0, foreach=True
     )
-
-    decay_from = max(config.warmup_steps, int(0.8 * config.steps))
+    total = config.total_steps
+    decay_from = max(config.warmup_steps, int(0.8 * total))
 
     def schedule(step: int) -> float:
         if step < config.warmup_steps:
             return (step + 1) / (config.warmup_steps + 1)
         if step < decay_from:
             return 1.0
-        return 1.0 - 0.9 * (step - decay_from) / max(1, config.steps - decay_from)
+        return 1.0 - 0.9 * (step - decay_from) / max(1, total - decay_from)
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
     model.train()
     losses: list[float] = []
     batches: list[list[int]] = []
-    for step in range(config.steps):
-        if not batches:
-            batches = _bucketed_batches(examples, config.batch_size, order)
-        chosen = batches.pop()
-        batch = _batch([examples[i] for i in chosen], pad_id, config.max_length)
+    for step in range(total):
+        if step < config.window_steps:
+            batch = window_batch(examples, config.window_batch_size, config.window_length, pad_id, windows)
+        else:
+            if step == config.window_steps and tuner is not None:
+                tuner.forget()  # whole transcripts cost more per token than windows: compare them afresh
+            if not batches:
+                batches = bucketed_batches(examples, config.batch_size, order)
+            batch = pad_batch([examples[i] for i in batches.pop()], pad_id, config.max_length)
         if tuner is not None:
             tuner.start(step)
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
@@ -361,16 +340,19 @@ def ensure_warmstart(
         env = EnvEncoder(tokenizer)
         examples = encode_all(transcripts, tokenizer, env)
         logger.info(
-            "warm start: %d transcripts (mean %.0f tokens, built in %.1fs), %d steps",
+            "warm start: %d transcripts (mean %.0f tokens, built in %.1fs); %d steps on %d-token windows, then %d on "
+            "whole transcripts",
             len(examples),
             sum(len(e.input_ids) for e in examples) / len(examples),
             time.monotonic() - started,
+            config.window_steps,
+            config.window_length,
             config.steps,
         )
 
         def report(step: int, loss: float) -> None:
-            if step % 50 == 0 or step == config.steps - 1:
-                logger.info("warm start step %d/%d loss %.3f", step + 1, config.steps, loss)
+            if step % 50 == 0 or step == config.total_steps - 1:
+                logger.info("warm start step %d/%d loss %.3f", step + 1, config.total_steps, loss)
 
         losses = supervised_pass(model, examples, config, tokenizer.pad_token_id, on_step=report, threads=threads)
         tmp = out.with_name(f".{out.name}.tmp")

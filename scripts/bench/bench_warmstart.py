@@ -27,9 +27,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mr_search.tiny_model import ensure_tiny_model
+from mr_search.warmstart.batches import bucketed_batches, pad_batch
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import encode_all
-from mr_search.warmstart.train import WarmStartConfig, _batch, _bucketed_batches, _read_jsonl, causal_lm_loss
+from mr_search.warmstart.train import WarmStartConfig, _read_jsonl, causal_lm_loss
 from mr_search.warmstart.transcripts import build_transcripts
 from mr_search_retrieval.embedded.world import ensure_world
 
@@ -80,8 +81,10 @@ def main() -> int:
         replace(config.transcripts, attempts=1),
     )
     examples = encode_all(transcripts, tokenizer)
-    order = _bucketed_batches(examples, args.batch_size, random.Random(0))
-    batches = [_batch([examples[i] for i in chosen], tokenizer.pad_token_id, config.max_length)[:3] for chosen in order]
+    order = bucketed_batches(examples, args.batch_size, random.Random(0))
+    batches = [
+        pad_batch([examples[i] for i in chosen], tokenizer.pad_token_id, config.max_length)[:3] for chosen in order
+    ]
     padded = sum(ids.numel() for ids, _, _ in batches)
     real = sum(int(attention.sum()) for _, attention, _ in batches)
     labelled = sum(int((labels != -100).sum()) for _, _, labels in batches)

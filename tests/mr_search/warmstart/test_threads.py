@@ -82,3 +82,29 @@ def test_a_busy_machine_from_the_start_is_noticed_within_a_few_steps():
     tuner = ThreadTuner(TunerConfig(candidates=(2, 1), period=100, trial=3), machine.set_threads, machine.clock)
     used = _run(tuner, machine, range(100))
     assert used[:10].count(1) >= 3 and used[10:].count(2) == 0, "one thread from the first trial on"
+
+
+class StagedMachine(FakeMachine):
+    """Free cores; a cheaper kind of batch from the second stage on (e.g. whole transcripts after windows)."""
+
+    cheap = False
+
+    def step_seconds(self) -> float:
+        cost = {2: 0.40, 1: 0.60}[self.threads]
+        return cost / 4 if self.cheap else cost
+
+
+@pytest.mark.parametrize("forget", [True, False])
+def test_forgetting_at_a_new_kind_of_batch_keeps_the_choice_on_fresh_costs_only(forget):
+    machine = StagedMachine()
+    tuner = ThreadTuner(TunerConfig(candidates=(2, 1), period=20, trial=3), machine.set_threads, machine.clock)
+    _run(tuner, machine, range(43))
+    assert tuner.current == 2
+    machine.cheap = True  # just before the trial of steps 44-46
+    if forget:
+        tuner.forget()
+    _run(tuner, machine, range(43, 50))
+    if forget:
+        assert tuner.current == 2, "two threads are still faster once both are measured on the new batches"
+    else:
+        assert tuner.current == 1, "without forget, one thread's cheap trial beats two threads' stale costs"

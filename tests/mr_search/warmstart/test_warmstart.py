@@ -7,11 +7,11 @@ import re
 
 import pytest
 
+from mr_search.warmstart.batches import pad_batch
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import encode, encode_all
 from mr_search.warmstart.train import (
     WarmStartConfig,
-    _batch,
     causal_lm_loss,
     ensure_warmstart,
     shared_prefix_length,
@@ -189,7 +189,7 @@ def test_the_cheaper_loss_equals_the_models_own_on_a_padded_batch(index, mini_qu
 
     model = AutoModelForCausalLM.from_pretrained(tiny_policy)
     examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 6, TranscriptConfig(seed=3))]
-    ids, attention, labels, env_labels = _batch(examples, tokenizer.pad_token_id, 1024)
+    ids, attention, labels, env_labels = pad_batch(examples, tokenizer.pad_token_id, 1024)
     assert (attention == 0).any(), "the batch must hold padded rows for this check"
     assert shared_prefix_length(ids, labels) > 20, "the rows start with the same instruction, run once"
     for weight in (0.0, 0.5):
@@ -211,7 +211,7 @@ def test_environment_labels_cover_the_passages_and_reflections_after_the_questio
     transcripts = build_transcripts(mini_questions, index, 8, TranscriptConfig(seed=4))
     assert any(not turn.trained for t in transcripts for a in t.attempts for turn in a), "slips must be covered"
     examples = [encode(t, tokenizer) for t in transcripts]
-    env_labels = _batch(examples, tokenizer.pad_token_id, 1024).env_labels
+    env_labels = pad_batch(examples, tokenizer.pad_token_id, 1024).env_labels
     for row, example in enumerate(examples):
         env = env_labels[row].tolist()
         assert all(label == -100 for label in env[: example.prompt_length]), "the question prompt is not trained"
@@ -245,18 +245,20 @@ def test_supervised_pass_lowers_the_loss(index, mini_questions, tokenizer, tiny_
     examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 8, TranscriptConfig())]
     import torch
 
-    config = WarmStartConfig(steps=30, batch_size=4, lr=1e-2, warmup_steps=2)
+    config = WarmStartConfig(window_steps=10, window_batch_size=8, steps=20, batch_size=4, lr=1e-2, warmup_steps=2)
     threads = torch.get_num_threads()
     losses = supervised_pass(model, examples, config, tokenizer.pad_token_id, threads=1)
     assert torch.get_num_threads() == threads, "the pass gives torch its thread setting back"
-    assert len(losses) == 30
+    assert len(losses) == 30, "the window stage's steps, then the whole transcripts' steps"
     assert sum(losses[-5:]) / 5 < 0.6 * sum(losses[:5]) / 5
 
 
 def test_ensure_warmstart_saves_a_loadable_policy_once(tmp_path, tiny_policy, mini_world):
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    config = WarmStartConfig(num_transcripts=8, steps=3, batch_size=4, warmup_steps=1)
+    config = WarmStartConfig(
+        num_transcripts=8, window_steps=2, window_batch_size=4, steps=3, batch_size=4, warmup_steps=1
+    )
     out = ensure_warmstart(base_model=tiny_policy, out_dir=tmp_path / "ws", config=config, world=mini_world)
     assert (out / ".complete").is_file()
     model = AutoModelForCausalLM.from_pretrained(out)
@@ -272,6 +274,12 @@ def test_invalid_settings_are_rejected_with_the_reason():
         WarmStartConfig(steps=0)
     with pytest.raises(ValueError, match="env_loss_weight"):
         WarmStartConfig(env_loss_weight=-1.0)
+    with pytest.raises(ValueError, match="window_steps"):
+        WarmStartConfig(window_steps=-1)
+    with pytest.raises(ValueError, match="window_length"):
+        WarmStartConfig(window_length=1)
+    with pytest.raises(ValueError, match="warmup_steps"):
+        WarmStartConfig(window_steps=2, steps=3, warmup_steps=6)
     with pytest.raises(ValueError, match="p_wrong"):
         TranscriptConfig(p_wrong=1.0)
     with pytest.raises(ValueError, match="p_verify"):
