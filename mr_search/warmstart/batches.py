@@ -52,24 +52,39 @@ def bucketed_batches(examples: Sequence[Encoded], batch_size: int, order: random
     return batches
 
 
-def first_trained_position(example: Encoded) -> int:
-    """The position of the first token with a label of either kind (the body after the instruction and question)."""
-    for position, (trained, is_env) in enumerate(zip(example.loss_mask, example.env_mask, strict=True)):
-        if trained or is_env:
-            return position
-    return len(example.input_ids)
+def instruction_length(examples: Sequence[Encoded]) -> int:
+    """How many leading tokens every example shares (the instruction in front of each question)."""
+    if not examples:
+        return 0
+    first = examples[0].input_ids
+    length = min(len(e.input_ids) for e in examples)
+    for example in examples[1:]:
+        ids = example.input_ids
+        while length and ids[:length] != first[:length]:
+            length = next(i for i in range(length) if ids[i] != first[i])
+    return length
 
 
-def body_window(example: Encoded, length: int, rng: random.Random) -> Encoded:
-    """A window of ``length`` tokens (fewer if the body is shorter) that starts one token before the first label or
-    later, at a random place: the searches, passages and answers without the instruction in front of them."""
-    start = max(0, first_trained_position(example) - 1)
-    start = rng.randint(start, max(start, len(example.input_ids) - length))
-    cut = slice(start, start + length)
-    return Encoded(example.input_ids[cut], example.loss_mask[cut], 0, example.env_mask[cut])
+class WindowSampler:
+    """Draws the window stage's batches: slices of ``length`` tokens of the transcripts after the shared
+    instruction. A ``question_share`` of them start at the question (its copy into the first search is then in
+    view); the rest start anywhere from there on (passages, answers, later attempts)."""
 
+    def __init__(self, examples: Sequence[Encoded], length: int, question_share: float, rng: random.Random) -> None:
+        if not examples:
+            raise ValueError("WindowSampler: no examples to draw windows from")
+        self.examples = examples
+        self.length = length
+        self.question_share = question_share
+        self.rng = rng
+        self.start = instruction_length(examples)
 
-def window_batch(examples: Sequence[Encoded], count: int, length: int, pad_id: int, rng: random.Random) -> Batch:
-    """``count`` body windows of random examples, padded into one batch."""
-    chosen = [body_window(examples[rng.randrange(len(examples))], length, rng) for _ in range(count)]
-    return pad_batch(chosen, pad_id, length)
+    def window(self, example: Encoded) -> Encoded:
+        last = max(self.start, len(example.input_ids) - self.length)
+        start = self.start if self.rng.random() < self.question_share else self.rng.randint(self.start, last)
+        cut = slice(start, start + self.length)
+        return Encoded(example.input_ids[cut], example.loss_mask[cut], 0, example.env_mask[cut])
+
+    def batch(self, count: int, pad_id: int) -> Batch:
+        chosen = [self.window(self.examples[self.rng.randrange(len(self.examples))]) for _ in range(count)]
+        return pad_batch(chosen, pad_id, self.length)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mr_search.agent.tokens import EnvEncoder
 from mr_search.tiny_model import cache_root, ensure_tiny_model
-from mr_search.warmstart.batches import bucketed_batches, pad_batch, window_batch
+from mr_search.warmstart.batches import WindowSampler, bucketed_batches, pad_batch
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import Encoded, encode_all
 from mr_search.warmstart.threads import ThreadTuner, TunerConfig, default_candidates
@@ -91,7 +91,8 @@ class WarmStartConfig:
         env_loss_weight: weight of the next-token loss on the environment's text after the question (0: off).
         warmup_steps: linear warm-up steps.
         max_length: transcripts are cut to this many tokens.
-        bf16: run the forward pass under bf16 autocast (weights, optimizer and loss stay float32).
+        bf16: run the forward pass under bf16 autocast (weights, optimizer and loss stay float32) where the CPU
+            has native bf16 (AVX512-BF16 or AMX; elsewhere float32, which is faster there).
         transcripts: how the transcripts are drawn (attempts K, top-k, slip and check rates, seed).
         seed: torch seed (batch order and initialisation of the optimizer state).
     """
@@ -101,6 +102,7 @@ class WarmStartConfig:
     window_steps: int = 400
     window_length: int = 128
     window_batch_size: int = 32
+    window_question_share: float = 0.5
     steps: int = 500
     batch_size: int = 16
     lr: float = 6e-3
@@ -118,6 +120,10 @@ class WarmStartConfig:
                 raise ValueError(f"WarmStartConfig.{name}={getattr(self, name)}: use a positive integer")
         if self.window_steps < 0:
             raise ValueError(f"WarmStartConfig.window_steps={self.window_steps}: use 0 (no window stage) or more")
+        if not 0.0 <= self.window_question_share <= 1.0:
+            raise ValueError(
+                f"WarmStartConfig.window_question_share={self.window_question_share}: use a share in [0, 1]"
+            )
         if self.window_length < 2:
             raise ValueError(f"WarmStartConfig.window_length={self.window_length}: use at least 2 tokens")
         if not 0.0 <= self.single_attempt_share <= 1.0:
@@ -231,7 +237,9 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None =
 
     torch.manual_seed(config.seed)
     order = random.Random(config.seed)
-    windows = random.Random(config.seed + 1)
+    windows = WindowSampler(
+        examples, config.window_length, config.window_question_share, random.Random(config.seed + 1)
+    )
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=(0.9, config.adam_beta2), weight_decay=0.0, foreach=True
     )
@@ -251,7 +259,7 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None =
     batches: list[list[int]] = []
     for step in range(total):
         if step < config.window_steps:
-            batch = window_batch(examples, config.window_batch_size, config.window_length, pad_id, windows)
+            batch = windows.batch(config.window_batch_size, pad_id)
         else:
             if step == config.window_steps and tuner is not None:
                 tuner.forget()  # whole transcripts cost more per token than windows: compare them afresh
@@ -304,6 +312,8 @@ def ensure_warmstart(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from mr_search_retrieval.encoders import cpu_has_native_bf16
+
     if world is None:
         from mr_search_retrieval.embedded.world import ensure_world
 
@@ -313,6 +323,8 @@ def ensure_warmstart(
         raise FileNotFoundError(
             f"warm start: {base} holds no HF model (config.json); build it with ensure_tiny_model()"
         )
+    if config.bf16 and not cpu_has_native_bf16():
+        config = replace(config, bf16=False)  # emulated bf16 is slower than float32; the key says which ran
     key_payload = {
         "config": config.key(),
         "base": _fingerprint(base / "config.json") + _fingerprint(base / "tokenizer.json"),

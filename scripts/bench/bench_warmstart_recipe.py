@@ -26,7 +26,7 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mr_search.agent.tokens import EnvEncoder
 from mr_search.tiny_model import ensure_tiny_model
-from mr_search.warmstart.batches import Batch, bucketed_batches, pad_batch, window_batch
+from mr_search.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import encode_all
 from mr_search.warmstart.train import WarmStartConfig, _read_jsonl, causal_lm_loss
@@ -88,7 +88,8 @@ def main() -> int:
         pad_batch([examples[i] for i in chosen], pad, config.max_length)
         for chosen in bucketed_batches(examples, config.batch_size, rng)[:draws]
     ]
-    windows = [window_batch(examples, config.window_batch_size, config.window_length, pad, rng) for _ in range(draws)]
+    sampler = WindowSampler(examples, config.window_length, config.window_question_share, rng)
+    windows = [sampler.batch(config.window_batch_size, pad) for _ in range(draws)]
     stages = [
         Stage(f"v5: whole transcripts x{V5.batch_size}, float32", V5.steps, False, whole, []),
         Stage(
