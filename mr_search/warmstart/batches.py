@@ -65,26 +65,53 @@ def instruction_length(examples: Sequence[Encoded]) -> int:
     return length
 
 
+def occurrences(ids: Sequence[int], marker: Sequence[int], start: int = 0) -> list[int]:
+    """Positions at or after ``start`` where ``marker`` (a token sequence) begins in ``ids``."""
+    n = len(marker)
+    if not n:
+        return []
+    return [p for p in range(start, len(ids) - n + 1) if ids[p] == marker[0] and list(ids[p : p + n]) == list(marker)]
+
+
 class WindowSampler:
     """Draws the window stage's batches: slices of ``length`` tokens of the transcripts after the shared
-    instruction. A ``question_share`` of them start at the question (its copy into the first search is then in
-    view); the rest start anywhere from there on (passages, answers, later attempts)."""
+    instruction. An ``anchor_share`` of them start at an anchor: a question, or a turn that opens with ``marker``
+    (the reflection turn: the retry that follows is then in view), drawn uniformly over all anchors of all
+    transcripts; the rest start anywhere after the instruction (passages, answers, checks)."""
 
-    def __init__(self, examples: Sequence[Encoded], length: int, question_share: float, rng: random.Random) -> None:
+    def __init__(
+        self,
+        examples: Sequence[Encoded],
+        length: int,
+        anchor_share: float,
+        rng: random.Random,
+        marker: Sequence[int] = (),
+    ) -> None:
         if not examples:
             raise ValueError("WindowSampler: no examples to draw windows from")
         self.examples = examples
         self.length = length
-        self.question_share = question_share
+        self.anchor_share = anchor_share
         self.rng = rng
         self.start = instruction_length(examples)
+        self.anchors = [
+            (i, position)
+            for i, example in enumerate(examples)
+            for position in [self.start, *occurrences(example.input_ids, marker, self.start + 1)]
+        ]
 
-    def window(self, example: Encoded) -> Encoded:
-        last = max(self.start, len(example.input_ids) - self.length)
-        start = self.start if self.rng.random() < self.question_share else self.rng.randint(self.start, last)
-        cut = slice(start, start + self.length)
+    def draw(self) -> tuple[int, int]:
+        """A window's example (its index) and first position."""
+        if self.rng.random() < self.anchor_share:
+            return self.anchors[self.rng.randrange(len(self.anchors))]
+        index = self.rng.randrange(len(self.examples))
+        last = max(self.start, len(self.examples[index].input_ids) - self.length)
+        return index, self.rng.randint(self.start, last)
+
+    def window(self) -> Encoded:
+        index, start = self.draw()
+        example, cut = self.examples[index], slice(start, start + self.length)
         return Encoded(example.input_ids[cut], example.loss_mask[cut], 0, example.env_mask[cut])
 
     def batch(self, count: int, pad_id: int) -> Batch:
-        chosen = [self.window(self.examples[self.rng.randrange(len(self.examples))]) for _ in range(count)]
-        return pad_batch(chosen, pad_id, self.length)
+        return pad_batch([self.window() for _ in range(count)], pad_id, self.length)

@@ -102,7 +102,7 @@ class WarmStartConfig:
     window_steps: int = 400
     window_length: int = 128
     window_batch_size: int = 32
-    window_question_share: float = 0.5
+    window_anchor_share: float = 0.5
     steps: int = 500
     batch_size: int = 16
     lr: float = 6e-3
@@ -120,10 +120,8 @@ class WarmStartConfig:
                 raise ValueError(f"WarmStartConfig.{name}={getattr(self, name)}: use a positive integer")
         if self.window_steps < 0:
             raise ValueError(f"WarmStartConfig.window_steps={self.window_steps}: use 0 (no window stage) or more")
-        if not 0.0 <= self.window_question_share <= 1.0:
-            raise ValueError(
-                f"WarmStartConfig.window_question_share={self.window_question_share}: use a share in [0, 1]"
-            )
+        if not 0.0 <= self.window_anchor_share <= 1.0:
+            raise ValueError(f"WarmStartConfig.window_anchor_share={self.window_anchor_share}: use a share in [0, 1]")
         if self.window_length < 2:
             raise ValueError(f"WarmStartConfig.window_length={self.window_length}: use at least 2 tokens")
         if not 0.0 <= self.single_attempt_share <= 1.0:
@@ -202,6 +200,7 @@ def supervised_pass(
     pad_id: int,
     on_step: Callable[[int, float], None] | None = None,
     threads: int | None = 0,
+    marker: Sequence[int] = (),
 ) -> list[float]:
     """Trains ``model`` in place on ``examples``; returns the loss per step.
 
@@ -209,7 +208,8 @@ def supervised_pass(
     text after the question. ``threads``: torch intra-op threads during the pass; 0 (the default): chosen by
     timing steps as the machine's load changes (``threads.ThreadTuner``: all cores are about twice as fast as
     one on free cores, and 3-10x slower than one while another process keeps a core busy); None: leave torch's
-    setting. Torch's own setting is given back afterwards.
+    setting. Torch's own setting is given back afterwards. ``marker``: the tokens that open a user turn
+    (``user_turn_marker``): window-stage anchors start there as well as at questions (none: questions only).
     """
 
     import torch
@@ -225,21 +225,25 @@ def supervised_pass(
     elif threads:
         torch.set_num_threads(threads)
     try:
-        return _train(model, examples, config, pad_id, on_step, tuner)
+        return _train(model, examples, config, pad_id, on_step, tuner, marker)
     finally:
         if tuner is not None:
             logger.info("warm start: steps per thread count %s", tuner.steps_per_count)
         torch.set_num_threads(previous_threads)
 
 
-def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None = None) -> list[float]:
+def user_turn_marker(tokenizer) -> list[int]:
+    """The tokens that open a user turn in the tokenizer's chat template (``<|im_start|>user`` for Qwen's)."""
+    text = tokenizer.apply_chat_template([{"role": "user", "content": "\x00"}], tokenize=False)
+    return tokenizer.encode(text.split("\x00")[0].rstrip(), add_special_tokens=False)
+
+
+def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, marker: Sequence[int]) -> list[float]:
     import torch
 
     torch.manual_seed(config.seed)
     order = random.Random(config.seed)
-    windows = WindowSampler(
-        examples, config.window_length, config.window_question_share, random.Random(config.seed + 1)
-    )
+    windows = WindowSampler(examples, config.window_length, config.window_anchor_share, random.Random(config.seed + 1))
     optimizer = torch.optim.AdamW(
         model.parameters(), lr=config.lr, betas=(0.9, config.adam_beta2), weight_decay=0.0, foreach=True
     )
@@ -366,7 +370,15 @@ def ensure_warmstart(
             if step % 50 == 0 or step == config.total_steps - 1:
                 logger.info("warm start step %d/%d loss %.3f", step + 1, config.total_steps, loss)
 
-        losses = supervised_pass(model, examples, config, tokenizer.pad_token_id, on_step=report, threads=threads)
+        losses = supervised_pass(
+            model,
+            examples,
+            config,
+            tokenizer.pad_token_id,
+            on_step=report,
+            threads=threads,
+            marker=user_turn_marker(tokenizer),
+        )
         tmp = out.with_name(f".{out.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from mr_search.warmstart.batches import WindowSampler, bucketed_batches, instruction_length
+from mr_search.warmstart.batches import WindowSampler, bucketed_batches, instruction_length, occurrences
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import Encoded, encode
 from mr_search.warmstart.transcripts import TranscriptConfig, build_transcripts
@@ -21,20 +21,6 @@ def examples(mini_corpus, mini_questions, tiny_policy):
     return [encode(t, tokenizer) for t in transcripts]
 
 
-class Recording(random.Random):
-    """A seeded RNG that remembers the window starts it drew, or draws the lowest / highest start if told to."""
-
-    def __init__(self, seed: int = 0, pick: str = "random") -> None:
-        super().__init__(seed)
-        self.pick, self.starts = pick, []
-
-    def randint(self, a: int, b: int) -> int:
-        start = {"low": a, "high": b}.get(self.pick)
-        start = super().randint(a, b) if start is None else start
-        self.starts.append(start)
-        return start
-
-
 def test_the_instruction_is_what_every_transcript_shares_and_ends_before_the_question(examples):
     length = instruction_length(examples)
     assert length > 20
@@ -45,32 +31,43 @@ def test_the_instruction_is_what_every_transcript_shares_and_ends_before_the_que
     assert instruction_length([]) == 0
 
 
-def test_a_window_is_a_slice_after_the_instruction_with_its_labels(examples):
-    rng = Recording(0)
-    sampler = WindowSampler(examples, 32, question_share=0.0, rng=rng)
-    for example in examples:
-        for _ in range(5):
-            window = sampler.window(example)
-            s = rng.starts[-1]
-            assert s >= sampler.start, "windows start at the question or later, never inside the instruction"
-            assert window.input_ids == example.input_ids[s : s + 32]
-            assert window.loss_mask == example.loss_mask[s : s + 32]
-            assert window.env_mask == example.env_mask[s : s + 32]
+def test_occurrences_finds_every_start_of_a_marker():
+    assert occurrences([5, 1, 2, 7, 1, 2, 1], [1, 2]) == [1, 4]
+    assert occurrences([5, 1, 2, 7, 1, 2, 1], [1, 2], start=2) == [4]
+    assert occurrences([1, 2], []) == []
 
 
-def test_windows_reach_both_ends_and_a_question_share_starts_at_the_question(examples):
-    example = max(examples, key=lambda e: len(e.input_ids))
-    start = instruction_length(examples)
-    lowest = WindowSampler(examples, 16, 0.0, Recording(pick="low")).window(example)
-    highest = WindowSampler(examples, 16, 0.0, Recording(pick="high")).window(example)
-    assert lowest.input_ids == example.input_ids[start : start + 16], "the question opens the lowest window"
-    assert highest.input_ids == example.input_ids[-16:], "the last window ends with the transcript"
-    whole = WindowSampler(examples, 10_000, 0.0, Recording(pick="high")).window(example)
-    assert whole.input_ids == example.input_ids[start:], "a window longer than the transcript is all after the start"
-    rng = Recording(3)
-    sampler = WindowSampler(examples, 16, 1.0, rng)
-    assert all(sampler.window(e).input_ids == e.input_ids[start : start + 16] for e in examples)
-    assert rng.starts == [], "share 1: every window starts at the question, no random start is drawn"
+def test_windows_are_slices_after_the_instruction_with_their_labels(examples):
+    sampler = WindowSampler(examples, 32, 0.0, random.Random(0))
+    for _ in range(50):
+        state = sampler.rng.getstate()
+        index, start = sampler.draw()
+        sampler.rng.setstate(state)
+        window, example = sampler.window(), examples[index]
+        assert start >= sampler.start, "windows start at the question or later, never inside the instruction"
+        assert start <= max(sampler.start, len(example.input_ids) - 32), "a window ends inside its transcript"
+        assert window.input_ids == example.input_ids[start : start + 32]
+        assert window.loss_mask == example.loss_mask[start : start + 32]
+        assert window.env_mask == example.env_mask[start : start + 32]
+
+
+def test_anchors_are_the_questions_and_the_turns_that_open_with_the_marker(examples, tiny_policy):
+    from transformers import AutoTokenizer
+
+    from mr_search.warmstart.train import user_turn_marker
+
+    marker = user_turn_marker(AutoTokenizer.from_pretrained(tiny_policy))
+    sampler = WindowSampler(examples, 16, 1.0, random.Random(0), marker)
+    start = sampler.start
+    questions = [(i, s) for i, s in sampler.anchors if s == start]
+    turns = [(i, s) for i, s in sampler.anchors if s != start]
+    assert len(questions) == len(examples)
+    assert turns, "multi-attempt transcripts have reflection turns"
+    for i, s in turns:
+        assert examples[i].input_ids[s : s + len(marker)] == marker
+    drawn = {sampler.draw() for _ in range(300)}
+    assert drawn <= set(sampler.anchors) and drawn & set(turns), "share 1: only anchors, reflection turns too"
+    assert WindowSampler(examples, 16, 1.0, random.Random(0)).anchors == questions, "no marker: questions only"
 
 
 def test_a_window_batch_is_padded_to_the_window_length_and_deterministic(examples):
