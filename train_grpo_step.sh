@@ -4,6 +4,7 @@
 #   bash train_grpo_step.sh                         # no GPU: the embedded default on CPU (`make quickstart`)
 #   MODEL_PATH=Qwen/Qwen2.5-7B TRAIN_FILE=... VAL_FILE=... bash train_grpo_step.sh   # on GPUs: the paper recipe
 #   ATTEMPTS=1 bash train_grpo_step.sh              # the K = 1 baseline (Search-R1 GRPO), same script
+#   PRESET=embedded bash train_grpo_step.sh         # the embedded run on a GPU machine: one GPU, no SGLang (hf)
 #   RUN_DIR=runs/<name> bash train_grpo_step.sh     # continue that run from its last checkpoint
 #   bash train_grpo_step.sh trainer.save_freq=10    # any other setting: Hydra overrides, passed through
 #
@@ -49,7 +50,9 @@ TOTAL_STEPS="${TOTAL_STEPS:-}"                # training steps (paper: 300; embe
 MAX_TURNS="${MAX_TURNS:-}"                    # model turns per attempt (paper: 3)
 
 # --- resources ------------------------------------------------------------------------------------------------------
-ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"          # sglang | vllm | cpu; empty: cpu for embedded, sglang (paper) else
+ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"          # sglang | vllm | cpu | hf; empty: embedded -> hf on a usable GPU,
+                                              # else cpu; paper -> sglang. hf: the CPU backend's transformers
+                                              # rollout on one GPU (no SGLang/vLLM/flash-attn; small models)
 N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-}"        # GPUs per node (paper: 8)
 NNODES="${NNODES:-1}"                         # >1: join the Ray cluster already running (ray start) on every node
 ROLLOUT_TP="${ROLLOUT_TP:-}"                  # rollout tensor parallel size (paper: 1)
@@ -61,23 +64,23 @@ TEST_FREQ="${TEST_FREQ:-}"                    # validation every N steps, -1 nev
 
 die() { echo "train_grpo_step.sh: $*" >&2; exit 1; }
 
-has_gpu() {
-  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
-    && "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null
-}
+# shellcheck source=scripts/lib/gpu.sh
+source "$ROOT/scripts/lib/gpu.sh"
 
 if [[ "$PRESET" == auto ]]; then
   # Without a GPU only the embedded sizes can run; MODEL_PATH / TRAIN_FILE / VAL_FILE then replace its defaults.
   if has_gpu; then PRESET=paper; else PRESET=embedded; fi
 fi
 case "$PRESET" in
-  embedded) CONFIG_NAME=mr_search_embedded; ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-cpu}" ;;
+  embedded)
+    CONFIG_NAME=mr_search_embedded
+    if [[ -z "$ROLLOUT_ENGINE" ]]; then if has_gpu; then ROLLOUT_ENGINE=hf; else ROLLOUT_ENGINE=cpu; fi; fi ;;
   paper) CONFIG_NAME=mr_search_paper; ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-sglang}" ;;
   *) die "PRESET=$PRESET is not valid; use auto, embedded or paper" ;;
 esac
 case "$ROLLOUT_ENGINE" in
-  sglang|vllm|cpu) ;;
-  *) die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use sglang, vllm or cpu" ;;
+  sglang|vllm|cpu|hf) ;;
+  *) die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use sglang, vllm, cpu or hf" ;;
 esac
 if [[ -n "$ATTEMPTS" ]] && ! [[ "$ATTEMPTS" =~ ^[1-9][0-9]*$ ]]; then
   die "ATTEMPTS=$ATTEMPTS is not valid; use a whole number >= 1 (1 = the Search-R1 baseline)"
@@ -136,7 +139,18 @@ overrides=(
   "trainer.default_local_dir=$RUN_DIR/checkpoints"
   "trainer.resume_mode=auto"
 )
-if [[ "$ROLLOUT_ENGINE" != cpu ]]; then
+if [[ "$ROLLOUT_ENGINE" == hf ]]; then
+  # The CPU backend's transformers rollout (mr_hf) on verl's own GPU platform: the trainer and the rollout server
+  # share one GPU; sdpa attention and no padding removal, so flash-attention is not needed either. No compile by
+  # default: for small models its start-up time outweighs what it saves (TORCH_COMPILE_DISABLE=0 turns it on).
+  export TORCH_COMPILE_DISABLE="${TORCH_COMPILE_DISABLE:-1}" TOKENIZERS_PARALLELISM="${TOKENIZERS_PARALLELISM:-false}"
+  overrides+=(
+    "actor_rollout_ref.rollout.name=mr_hf"
+    "actor_rollout_ref.rollout.tensor_model_parallel_size=1"
+    "++actor_rollout_ref.model.override_config.attn_implementation=sdpa"
+    "actor_rollout_ref.model.use_remove_padding=False"
+  )
+elif [[ "$ROLLOUT_ENGINE" != cpu ]]; then
   overrides+=("actor_rollout_ref.rollout.name=$ROLLOUT_ENGINE")
 else
   # The CPU backend's settings (mr_search/cpu): environment variables, then Hydra overrides (its rollout name

@@ -37,6 +37,8 @@ RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 NOTE="${NOTE:-}"                        # one line for the report's history table
 WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
+ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"    # cpu | hf (the same transformers rollout; trainer and rollout on one GPU);
+                                       # empty: hf when a GPU is usable, else cpu
 DRY_RUN="${DRY_RUN:-0}"
 
 die() { echo "compare_embedded.sh: $*" >&2; exit 1; }
@@ -49,6 +51,7 @@ whole GROUP_SIZE "$GROUP_SIZE"
 whole K_EVAL "$K_EVAL"
 whole MAX_QUESTIONS "$MAX_QUESTIONS"
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
+[[ "$ROLLOUT_ENGINE" =~ ^(|cpu|hf)$ ]] || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use cpu or hf (or leave it empty)"
 [[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
 ((ATTEMPTS > 1)) || die "ATTEMPTS=$ATTEMPTS is not valid; MR-Search needs >= 2 attempts (the baseline is K = 1)"
 BASELINE_STEPS="${BASELINE_STEPS:-$((4 * STEPS))}"
@@ -86,8 +89,19 @@ if ! retrieval_healthy "$RETRIEVER_URL"; then
   retrieval_start_local "$RETRIEVER_URL" "$WORK_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
 fi
 
+# The engine train_grpo_step.sh picks for the embedded preset: stated in the report with the card it ran on.
+# shellcheck source=lib/gpu.sh
+source "$ROOT/scripts/lib/gpu.sh"
+if [[ -z "$ROLLOUT_ENGINE" ]]; then
+  if has_gpu; then ROLLOUT_ENGINE=hf; else ROLLOUT_ENGINE=cpu; fi
+fi
 machine="$(nproc) CPU cores ($(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)), \
-$(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo), no GPU used, shared with other jobs"
+$(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo)"
+if [[ "$ROLLOUT_ENGINE" == hf ]]; then
+  machine+=", training and rollouts on one GPU ($(gpu_name)), evaluation on CPU"
+else
+  machine+=", no GPU used, shared with other jobs"
+fi
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
 import json, sys
 meta = {
@@ -115,7 +129,8 @@ train() {  # train <run dir> <attempts> <steps> <seed>
     # A shared small machine holds one verl run at a time: wait for any other to finish.
     while pgrep -f "verl.trainer.main_ppo" >/dev/null; do sleep 10; done
   fi
-  LR="$LR" PRESET=embedded RUN_DIR="$run" ATTEMPTS="$attempts" TOTAL_STEPS="$steps" MODEL_PATH="$WARM" TRAIN_FILE="$TRAIN_FILE" \
+  LR="$LR" PRESET=embedded ROLLOUT_ENGINE="$ROLLOUT_ENGINE" RUN_DIR="$run" ATTEMPTS="$attempts" TOTAL_STEPS="$steps" \
+    MODEL_PATH="$WARM" TRAIN_FILE="$TRAIN_FILE" \
     VAL_FILE="$TEST_FILE" TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" GROUP_SIZE="$GROUP_SIZE" SAVE_FREQ=1 TEST_FREQ=-1 \
     RETRIEVER_URL="$RETRIEVER_URL" START_RETRIEVER=0 PYTHON="$PYTHON" \
     bash "$ROOT/train_grpo_step.sh" "data.seed=$seed" "actor_rollout_ref.rollout.seed=$seed" \

@@ -64,7 +64,7 @@ def test_paper_preset_knobs_and_overrides_last(run_script, tmp_path):
 @pytest.mark.parametrize(
     ("knobs", "message"),
     [
-        ({"ROLLOUT_ENGINE": "trt"}, "use sglang, vllm or cpu"),
+        ({"ROLLOUT_ENGINE": "trt"}, "use sglang, vllm, cpu or hf"),
         ({"ATTEMPTS": "two"}, "ATTEMPTS=two is not valid"),
         ({"PRESET": "huge"}, "use auto, embedded or paper"),
         ({"NNODES": "two"}, "NNODES=two is not valid"),

@@ -1,0 +1,18 @@
+# shellcheck shell=bash
+# Shared by train_grpo_step.sh and scripts/compare_embedded.sh (sourced, not run): is a GPU usable here?
+#
+# Needs from the caller: $PYTHON (the env with torch).
+# Usage:
+#   source "$ROOT/scripts/lib/gpu.sh"
+#   if has_gpu; then echo "on $(gpu_name)"; fi
+
+# Exit status 0 when nvidia-smi lists a GPU and torch in $PYTHON can use CUDA (nvidia-smi first: fast without one).
+has_gpu() {
+  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
+    && "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null
+}
+
+# The first GPU's model name as nvidia-smi reports it (e.g. "NVIDIA H100 80GB HBM3"); empty without one.
+gpu_name() {
+  nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1
+}
