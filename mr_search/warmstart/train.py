@@ -39,16 +39,32 @@ WARMSTART_VERSION = 6
 
 @dataclass(frozen=True)
 class WarmStartConfig:
-    """The supervised pass. Defaults take 3-4 minutes on 2 free CPU cores for the tiny policy (cached).
+    """The supervised pass. Defaults take about 2 minutes on 2 free CPU cores for the tiny policy (cached).
 
-    Build time (``python -m mr_search.warmstart``), shared 2-core dev box (AMD EPYC, AVX512-BF16): v5 (900 steps,
-    mean 454 tokens) took 437 s while the box was shared (load 1.4-12: another engineer's benchmark and a probe
-    ran alongside; 591 steps ran on 2 threads, 309 on 1); on free cores ~190 ms x 900 steps, about 3 minutes.
-    v4 (700 steps, mean 432 tokens): 243 s with 2 threads at load ~2, 307 s with 1 thread at load 4-9; v3 ~9
-    minutes. A step (16 transcripts, forward + backward + AdamW) is ~41% matrix products and ~34% attention (the
-    CPU flash kernel); measured 185-192 ms with 2 threads on free cores, 330-370 ms with 1, 2.3-2.8 s with 2
-    threads while another process kept a core busy (hence ``threads.py``); bf16 autocast 167 ms with 2 threads
-    (~13% faster; off by default: its effect on what the policy learns is unmeasured).
+    Two stages (v6). First ``window_steps`` steps on ``window_batch_size`` windows of ``window_length`` tokens cut
+    from the transcripts after their shared instruction: a share ``window_anchor_share`` of them starts at an
+    anchor (a question, or a reflection turn, drawn over all anchors of all transcripts), the rest anywhere. The
+    policy learns to copy there (the entity into its query, titles and answers out of passages) on 3,072 tokens
+    a step with short attention. Then ``steps`` steps on whole transcripts (the instruction in front, the attempts
+    in order), which teach the full protocol. bf16 autocast where the CPU has native bf16 (~12% faster a step;
+    SDPA still gets float32 queries, keys and values under it, checked with a spy: no slower bf16 attention).
+
+    Build time (``python -m mr_search.warmstart``, 2-core AMD EPYC with AVX512-BF16, otherwise idle): v6 117 s
+    of training (122 s for the command; 679 steps on 2 threads, 21 on 1 in the thread tuner's trials); v5 (900
+    whole-transcript steps, float32) ~4.5 minutes (437 s on the shared box). ``python
+    scripts/bench/bench_warmstart_recipe.py`` times both recipes' steps interleaved on the same machine.
+
+    How v6 was chosen (one run each, 2-core box, ``python -m mr_search.warmstart.probe``-style greedy probe on
+    100 held-out questions: EM@1/2/3, searches again after attempt 1; training seconds on a box shared with other
+    jobs): v5's 900 whole steps in bf16: 38/15/10, 100%, 424 s. Windows from the first label on (no question in
+    view), 400 window steps x 32 + 500 whole: 33/15/15, 98%, 204 s; 300 + 300: 18/16/16, 0%; 300 + 500 with 8
+    transcripts a step: 15/15/16, 0%. Windows after the instruction, half at the question: 500 + 300: 32/33/33,
+    0% (copies better, never retries); 400 + 400: 36/36/35, 0%. Anchors at reflection turns too: 500 + 300:
+    34/32/32, 0%; 500 + 200: 33/11/10, 100%, 148 s; 400 + 200: 31/11/5, 100%; 500 x 24 + 200 (the default):
+    35/13/6, 100%, 120 s. Whether greedy retries flips between runs (the kept and the retried thought differ at
+    one token, 37% vs 63% of reflection turns). The default's own build (thread switches change its numbers):
+    greedy 25/12/7, searches again 100%; sampled (5 a question) EM 15.6/6.6/5.2, searches again 77%, groups
+    with unequal rewards 42% (v5: greedy 30/17/13; sampled 25.8/16.6/12.2, 76%, 51%).
 
     The tiny policy starts from random weights and must learn to copy names (the asked-about entity into its
     query, the answer out of a passage). Trained on its own turns only (v3: lr 3e-3, AdamW beta2 0.999), that
@@ -84,7 +100,11 @@ class WarmStartConfig:
         num_transcripts: synthetic meta-episodes drawn from the training questions.
         single_attempt_share: share of them that stop after one attempt: shorter and cheaper, they carry the
             copying that every attempt needs; the rest show all K attempts (reflection, corrections).
-        steps: optimizer steps.
+        window_steps: optimizer steps of the window stage (0: none), before ``steps``.
+        window_length: tokens in a window.
+        window_batch_size: windows per step.
+        window_anchor_share: share of windows that start at a question or a reflection turn.
+        steps: optimizer steps on whole transcripts.
         batch_size: transcripts per step (batches group transcripts of similar length).
         lr: peak learning rate (AdamW, linear warm-up, constant, then linear decay to 10% over the last 20%).
         adam_beta2: AdamW's second-moment decay (0.95 follows the loss's quick changes as copying appears).
@@ -99,11 +119,11 @@ class WarmStartConfig:
 
     num_transcripts: int = 5000
     single_attempt_share: float = 0.85
-    window_steps: int = 400
+    window_steps: int = 500
     window_length: int = 128
-    window_batch_size: int = 32
+    window_batch_size: int = 24
     window_anchor_share: float = 0.5
-    steps: int = 500
+    steps: int = 200
     batch_size: int = 16
     lr: float = 6e-3
     adam_beta2: float = 0.95
