@@ -61,6 +61,25 @@ def test_paper_preset_knobs_and_overrides_last(run_script, tmp_path):
     assert command[-1] == "trainer.save_freq=7"
 
 
+def test_hf_engine_serves_the_cpu_backends_rollout_on_verls_gpu_platform(run_script, tmp_path, script_env):
+    """One GPU without SGLang: the mr_hf rollout, sdpa, no padding removal, and none of the CPU platform's settings."""
+    command = _dry(run_script, tmp_path, PRESET="embedded", ROLLOUT_ENGINE="hf")
+    assert "--config-name=mr_search_embedded" in command
+    assert "actor_rollout_ref.rollout.name=mr_hf" in command
+    assert "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in command
+    assert "actor_rollout_ref.model.use_remove_padding=False" in command
+    assert not any(arg.startswith(("trainer.device=", "++ray_kwargs.ray_init.num_gpus=")) for arg in command)
+    printed = subprocess.run(
+        [*command, "--cfg", "job"], cwd=tmp_path, env=script_env, capture_output=True, text=True, timeout=180
+    )
+    assert printed.returncode == 0, printed.stderr[-3000:]
+    config = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])
+    assert config["trainer"]["device"] == "cuda"  # verl's own platform: trainer and rollout on the GPU
+    assert config["trainer"]["n_gpus_per_node"] == 1
+    assert config["actor_rollout_ref"]["rollout"]["name"] == "mr_hf"
+    assert config["actor_rollout_ref"]["rollout"]["tensor_model_parallel_size"] == 1
+
+
 @pytest.mark.parametrize(
     ("knobs", "message"),
     [
