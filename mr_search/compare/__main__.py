@@ -4,6 +4,8 @@ python -m mr_search.compare budget --mr RUN --mr-rows 16 --baseline RUN --baseli
     prints the baseline steps needed to reach the MR-Search run's sampled tokens, then the step to evaluate
 python -m mr_search.compare report --work WORK --out reports/compare_embedded --mr-rows 16 --baseline-rows 16
     writes report.md, comparison.json, em_vs_attempt.png and em_vs_step.png; appends to history.jsonl
+python -m mr_search.compare fresh --results results.json --models LABEL=PATH [...] --k-eval 6 --max-questions 40
+    exits 0 if that evaluation exists and was made of these models with these settings, else 1 (evaluate again)
 """
 
 from __future__ import annotations
@@ -53,6 +55,20 @@ def write_report(work: Path, out: Path, mr_rows: int, baseline_rows: int, note: 
     return report
 
 
+def is_fresh(results: Path, models: Sequence[str], k_eval: int, max_questions: int | None) -> bool:
+    """Whether ``results`` (a results.json of ``python -m mr_search.eval``) evaluated exactly ``models``
+    (``LABEL=PATH``, as passed to it) with ``k_eval`` attempts on the first ``max_questions`` per data source."""
+    if not results.is_file():
+        return False
+    meta = json.loads(results.read_text(encoding="utf-8")).get("meta", {})
+    evaluated = [m.strip() for m in str(meta.get("models", "")).split(",")]
+    return (
+        sorted(evaluated) == sorted(models)
+        and meta.get("K_eval") == k_eval
+        and meta.get("max questions per source", "unknown") == max_questions
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m mr_search.compare", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -74,7 +90,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.add_argument("--mr-rows", type=_rows, required=True)
     report.add_argument("--baseline-rows", type=_rows, required=True)
     report.add_argument("--note", default="", help="one line for the history table")
+    fresh = sub.add_parser("fresh", help="exit 0 if an evaluation of these models with these settings exists")
+    fresh.add_argument("--results", type=Path, required=True, help="results.json of python -m mr_search.eval")
+    fresh.add_argument("--models", nargs="+", required=True, help="LABEL=PATH of each model, as evaluated")
+    fresh.add_argument("--k-eval", type=int, required=True)
+    fresh.add_argument("--max-questions", type=int, default=None, help="questions per data source (default: all)")
     args = parser.parse_args(argv)
+    if args.command == "fresh":
+        return 0 if is_fresh(args.results, args.models, args.k_eval, args.max_questions) else 1
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "budget":

@@ -34,6 +34,22 @@ def _training_curve(steps: Sequence[StepRecord]) -> list[dict[str, Any]]:
     ]
 
 
+def evaluation_settings(results: Mapping[str, Any]) -> tuple[Any, Any]:
+    """(K_eval, questions) of an evaluation's results.json: what makes two evaluations comparable."""
+    meta = results.get("meta", {})
+    return meta.get("K_eval"), meta.get("questions")
+
+
+def _check_same_settings(evaluations: Mapping[str, Mapping[str, Any]]) -> None:
+    settings = {name: evaluation_settings(results) for name, results in evaluations.items()}
+    if len(set(settings.values())) > 1:
+        listed = "; ".join(f"{name}: K_eval={k}, {q} questions" for name, (k, q) in settings.items())
+        raise ValueError(
+            f"the evaluations differ ({listed}); re-run scripts/compare_embedded.sh with one K_EVAL and "
+            "MAX_QUESTIONS on the same WORK_DIR: it evaluates again what was evaluated otherwise"
+        )
+
+
 def build_comparison(work: Path, rows: Mapping[str, int]) -> dict[str, Any]:
     """Everything the report shows: per-seed figures, held-out EM per attempt (mean and spread), training curves.
 
@@ -46,12 +62,13 @@ def build_comparison(work: Path, rows: Mapping[str, int]) -> dict[str, Any]:
         raise ValueError(f"rows: missing {sorted(missing)}; give the rows per step of both runs")
     meta_path = work / "meta.json"
     meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    seeds, unfinished = [], []
+    seeds, unfinished, evaluations = [], [], {}
     for dirs in seed_dirs(work):
         if not dirs.finished:
             unfinished.append(dirs.seed)
             continue
         results = load_results(dirs.results)
+        evaluations[f"seed {dirs.seed}"] = results
         match = read_match(dirs.budget)
         seeds.append(
             {
@@ -71,6 +88,7 @@ def build_comparison(work: Path, rows: Mapping[str, int]) -> dict[str, Any]:
         raise ValueError(f"{work}: no finished seed (seed_<s>/eval/results.json and seed_<s>/budget.json)")
     warm_path = warm_results(work)
     warm = load_results(warm_path) if warm_path.is_file() else None
+    _check_same_settings({**evaluations, **({"warm start": warm} if warm is not None else {})})
     sources = list(seeds[0]["heldout"][MR])
     heldout: dict[str, Any] = {}
     for method in (MR, BASELINE):

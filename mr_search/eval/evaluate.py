@@ -113,6 +113,7 @@ def evaluate(
         "models": ", ".join(f"{m.label}={m.path}" for m in models),
         "test data": str(test_parquet),
         "questions": len(rows),
+        "max questions per source": config.max_questions,
         "K_eval": config.attempts,
         "decoding": "greedy",
         "retriever": retriever_url,

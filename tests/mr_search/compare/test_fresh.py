@@ -1,0 +1,53 @@
+"""Evaluations made with other settings are caught: the script evaluates again, the report refuses to mix them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from mr_search.compare.__main__ import is_fresh, main
+from mr_search.compare.report import build_comparison
+
+ROWS = {"mr_search": 16, "baseline": 16}
+
+
+def _set_meta(results: Path, **meta) -> None:
+    data = json.loads(results.read_text(encoding="utf-8"))
+    data["meta"] = {**data.get("meta", {}), **meta}
+    results.write_text(json.dumps(data), encoding="utf-8")
+
+
+def test_an_evaluation_is_fresh_only_for_its_models_and_settings(work_folder: Path) -> None:
+    results = work_folder / "warm_eval" / "results.json"
+    _set_meta(results, models="warm_start=/c/ws/abc", K_eval=6, **{"max questions per source": 40})
+    assert is_fresh(results, ["warm_start=/c/ws/abc"], 6, 40)
+    assert not is_fresh(results, ["warm_start=/c/ws/abc"], 3, 40), "another K_eval"
+    assert not is_fresh(results, ["warm_start=/c/ws/abc"], 6, 20), "other questions"
+    assert not is_fresh(results, ["warm_start=/c/ws/new"], 6, 40), "another warm start (a new build)"
+    assert not is_fresh(work_folder / "nowhere.json", ["warm_start=/c/ws/abc"], 6, 40)
+    both = work_folder / "seed_1" / "eval" / "results.json"
+    _set_meta(both, models="mr_search=/r/m, baseline=/r/b", K_eval=6, **{"max questions per source": None})
+    assert is_fresh(both, ["baseline=/r/b", "mr_search=/r/m"], 6, None), "order and spacing do not matter"
+    data = json.loads(results.read_text(encoding="utf-8"))
+    del data["meta"]["max questions per source"]
+    results.write_text(json.dumps(data), encoding="utf-8")
+    assert not is_fresh(results, ["warm_start=/c/ws/abc"], 6, None), "results from before the setting was recorded"
+
+
+def test_the_cli_answers_by_exit_code(work_folder: Path) -> None:
+    results = work_folder / "warm_eval" / "results.json"
+    _set_meta(results, models="warm_start=/w", K_eval=3, **{"max questions per source": 40})
+    args = ["fresh", "--results", str(results), "--models", "warm_start=/w", "--k-eval", "3"]
+    assert main([*args, "--max-questions", "40"]) == 0
+    assert main([*args, "--max-questions", "10"]) == 1
+
+
+def test_the_report_refuses_evaluations_with_different_attempts(work_folder: Path) -> None:
+    for results in work_folder.glob("**/results.json"):
+        _set_meta(results, K_eval=3, questions=4)
+    assert build_comparison(work_folder, ROWS)["seeds"] == [1, 2]
+    _set_meta(work_folder / "warm_eval" / "results.json", K_eval=6)
+    with pytest.raises(ValueError, match=r"warm start: K_eval=6.*same WORK_DIR"):
+        build_comparison(work_folder, ROWS)
