@@ -155,7 +155,9 @@ evaluate() {  # evaluate <out dir> LABEL=PATH...
   mv "$out.tmp" "$out"
 }
 
-if [[ ! -f "$WORK_DIR/warm_eval/results.json" ]]; then
+# Kept only if it evaluated this warm start with these K_EVAL and MAX_QUESTIONS (a continued run may change them).
+if ! "$PYTHON" -m mr_search.compare fresh --results "$WORK_DIR/warm_eval/results.json" --models "warm_start=$WARM" \
+  --k-eval "$K_EVAL" --max-questions "$MAX_QUESTIONS"; then
   echo "compare_embedded.sh: evaluating the warm start ($(date -u +%H:%M:%S) UTC)"
   evaluate "$WORK_DIR/warm_eval" "warm_start=$WARM"
 fi
