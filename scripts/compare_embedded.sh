@@ -29,6 +29,9 @@ TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, both runs
 GROUP_SIZE="${GROUP_SIZE:-4}"           # trajectories per question, both runs
 LR="${LR:-}"                            # actor learning rate, both runs; empty: the embedded config's (1e-5)
 K_EVAL="${K_EVAL:-6}"                   # evaluation attempts (greedy)
+MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-48}"  # evaluation: new tokens per model turn (the embedded training's)
+MAX_INFO_TOKENS="${MAX_INFO_TOKENS:-256}"  # evaluation: tokens of one <information> block (the training's)
+EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-}"  # evaluation: meta-episode budget; empty: 1024 per 3 attempts
 TOKEN_TOLERANCE="${TOKEN_TOLERANCE:-0.05}"  # baseline tokens within this fraction of the budget: no more steps
 MAX_QUESTIONS="${MAX_QUESTIONS:-40}"    # first N held-out questions per data source (fixed before training)
 WORK_DIR="${WORK_DIR:-}"                # empty: runs/compare/<date>
@@ -49,6 +52,10 @@ whole ATTEMPTS "$ATTEMPTS"
 whole TRAIN_BATCH_SIZE "$TRAIN_BATCH_SIZE"
 whole GROUP_SIZE "$GROUP_SIZE"
 whole K_EVAL "$K_EVAL"
+whole MAX_NEW_TOKENS "$MAX_NEW_TOKENS"
+whole MAX_INFO_TOKENS "$MAX_INFO_TOKENS"
+EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-$(((1024 * K_EVAL + 2) / 3))}"  # the training's 1024 for K = 3
+whole EVAL_RESPONSE_LENGTH "$EVAL_RESPONSE_LENGTH"
 whole MAX_QUESTIONS "$MAX_QUESTIONS"
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$ROLLOUT_ENGINE" =~ ^(|cpu|hf)$ ]] || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use cpu or hf (or leave it empty)"
@@ -66,7 +73,8 @@ seeds=()
 for ((i = 0; i < SEEDS; i++)); do seeds+=($((SEED_BASE + i))); done
 
 echo "compare_embedded.sh: seeds ${seeds[*]}; MR-Search K=$ATTEMPTS $STEPS steps, baseline K=1 from $BASELINE_STEPS steps;" \
-  "batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE; eval K_eval=$K_EVAL on $MAX_QUESTIONS questions per source"
+  "batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE; eval K_eval=$K_EVAL on $MAX_QUESTIONS questions per source" \
+  "($MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode)"
 echo "  work folder $WORK_DIR, report $REPORT_DIR, retrieval $RETRIEVER_URL"
 [[ "$DRY_RUN" == 1 ]] && exit 0
 
@@ -111,7 +119,7 @@ meta = {
     "MR-Search": "K=$ATTEMPTS, mr_search loop + estimator (gamma 1, leave-one-out), batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE",
     "baseline": "K=1, verl grpo estimator, batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, more steps to match tokens",
     "learning rate": "${LR:-1e-5 (configs/mr_search_embedded.yaml)}",
-    "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE",
+    "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE; $MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode",
     "warm start": "$WARM",
     "work": "$WORK_DIR",
 }
@@ -150,6 +158,8 @@ evaluate() {  # evaluate <out dir> LABEL=PATH...
   for m in "$@"; do models+=(--model "$m"); done
   OMP_NUM_THREADS=1 "$PYTHON" -m mr_search.eval "${models[@]}" --data "$TEST_FILE" --out "$out.tmp" \
     --retriever-url "$RETRIEVER_URL/retrieve" --attempts "$K_EVAL" --max-questions "$MAX_QUESTIONS" --no-progress \
+    --max-new-tokens "$MAX_NEW_TOKENS" --max-information-tokens "$MAX_INFO_TOKENS" \
+    --response-length "$EVAL_RESPONSE_LENGTH" \
     >"$out.log" 2>&1 || die "evaluation failed; log: $out.log"
   rm -rf "$out"
   mv "$out.tmp" "$out"
@@ -157,7 +167,8 @@ evaluate() {  # evaluate <out dir> LABEL=PATH...
 
 # Kept only if it evaluated this warm start with these K_EVAL and MAX_QUESTIONS (a continued run may change them).
 if ! "$PYTHON" -m mr_search.compare fresh --results "$WORK_DIR/warm_eval/results.json" --models "warm_start=$WARM" \
-  --k-eval "$K_EVAL" --max-questions "$MAX_QUESTIONS"; then
+  --k-eval "$K_EVAL" --max-questions "$MAX_QUESTIONS" --max-new-tokens "$MAX_NEW_TOKENS" \
+  --max-information-tokens "$MAX_INFO_TOKENS" --response-length "$EVAL_RESPONSE_LENGTH"; then
   echo "compare_embedded.sh: evaluating the warm start ($(date -u +%H:%M:%S) UTC)"
   evaluate "$WORK_DIR/warm_eval" "warm_start=$WARM"
 fi

@@ -14,7 +14,7 @@ import argparse
 import json
 import logging
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -55,9 +55,16 @@ def write_report(work: Path, out: Path, mr_rows: int, baseline_rows: int, note: 
     return report
 
 
-def is_fresh(results: Path, models: Sequence[str], k_eval: int, max_questions: int | None) -> bool:
+def is_fresh(
+    results: Path,
+    models: Sequence[str],
+    k_eval: int,
+    max_questions: int | None,
+    limits: Mapping[str, int] | None = None,
+) -> bool:
     """Whether ``results`` (a results.json of ``python -m mr_search.eval``) evaluated exactly ``models``
-    (``LABEL=PATH``, as passed to it) with ``k_eval`` attempts on the first ``max_questions`` per data source."""
+    (``LABEL=PATH``, as passed to it) with ``k_eval`` attempts on the first ``max_questions`` per data source, and
+    with the token ``limits`` given (keys as its meta names them, e.g. ``"max new tokens per turn"``)."""
     if not results.is_file():
         return False
     meta = json.loads(results.read_text(encoding="utf-8")).get("meta", {})
@@ -66,6 +73,7 @@ def is_fresh(results: Path, models: Sequence[str], k_eval: int, max_questions: i
         sorted(evaluated) == sorted(models)
         and meta.get("K_eval") == k_eval
         and meta.get("max questions per source", "unknown") == max_questions
+        and all(meta.get(key) == value for key, value in (limits or {}).items())
     )
 
 
@@ -95,9 +103,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     fresh.add_argument("--models", nargs="+", required=True, help="LABEL=PATH of each model, as evaluated")
     fresh.add_argument("--k-eval", type=int, required=True)
     fresh.add_argument("--max-questions", type=int, default=None, help="questions per data source (default: all)")
+    fresh.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per model turn, if it must match")
+    fresh.add_argument("--max-information-tokens", type=int, default=None, help="tokens of a passages block, idem")
+    fresh.add_argument("--response-length", type=int, default=None, help="meta-episode token budget, idem")
     args = parser.parse_args(argv)
     if args.command == "fresh":
-        return 0 if is_fresh(args.results, args.models, args.k_eval, args.max_questions) else 1
+        limits = {
+            "max new tokens per turn": args.max_new_tokens,
+            "max information tokens": args.max_information_tokens,
+            "response length": args.response_length,
+        }
+        given = {key: value for key, value in limits.items() if value is not None}
+        return 0 if is_fresh(args.results, args.models, args.k_eval, args.max_questions, given) else 1
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "budget":

@@ -24,12 +24,15 @@ def test_default_plan(tmp_path: Path) -> None:
     assert "seeds 1 2 3" in result.stdout
     assert "MR-Search K=3 16 steps, baseline K=1 from 64 steps" in result.stdout
     assert "K_eval=6" in result.stdout
+    # evaluated with the embedded training's limits: 48 tokens a turn, 256 a passages block, 1024 per 3 attempts
+    assert "(48 tokens a turn, 256 a passages block, 2048 a meta-episode)" in result.stdout
     assert not (tmp_path / "w").exists()  # a dry run writes nothing
 
 
 def test_knobs_change_the_plan(tmp_path: Path) -> None:
-    result = run(tmp_path, SEEDS="2", SEED_BASE="7", STEPS="4", BASELINE_STEPS="10")
+    result = run(tmp_path, SEEDS="2", SEED_BASE="7", STEPS="4", BASELINE_STEPS="10", K_EVAL="3", MAX_NEW_TOKENS="64")
     assert result.returncode == 0, result.stderr
+    assert "(64 tokens a turn, 256 a passages block, 1024 a meta-episode)" in result.stdout
     assert "seeds 7 8" in result.stdout
     assert "4 steps, baseline K=1 from 10 steps" in result.stdout
 
@@ -41,6 +44,8 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
         ({"STEPS": "two"}, "STEPS=two is not valid"),
         ({"ATTEMPTS": "1"}, "MR-Search needs >= 2 attempts"),
         ({"K_EVAL": "-3"}, "K_EVAL=-3 is not valid"),
+        ({"MAX_NEW_TOKENS": "0"}, "MAX_NEW_TOKENS=0 is not valid"),
+        ({"EVAL_RESPONSE_LENGTH": "lots"}, "EVAL_RESPONSE_LENGTH=lots is not valid"),
         ({"RETRIEVER_URL": "http://example.com:80"}, "use http://127.0.0.1:<port>"),
         ({"TOKEN_TOLERANCE": "5%"}, "TOKEN_TOLERANCE=5% is not valid"),
         ({"ROLLOUT_ENGINE": "sglang"}, "ROLLOUT_ENGINE=sglang is not valid; use cpu or hf"),

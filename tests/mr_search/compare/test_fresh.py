@@ -36,12 +36,16 @@ def test_an_evaluation_is_fresh_only_for_its_models_and_settings(work_folder: Pa
     assert not is_fresh(results, ["warm_start=/c/ws/abc"], 6, None), "results from before the setting was recorded"
 
 
-def test_the_cli_answers_by_exit_code(work_folder: Path) -> None:
+def test_the_cli_answers_by_exit_code_and_checks_the_token_limits_given(work_folder: Path) -> None:
     results = work_folder / "warm_eval" / "results.json"
-    _set_meta(results, models="warm_start=/w", K_eval=3, **{"max questions per source": 40})
+    limits = {"max new tokens per turn": 48, "max information tokens": 256, "response length": 1024}
+    _set_meta(results, models="warm_start=/w", K_eval=3, **{"max questions per source": 40}, **limits)
     args = ["fresh", "--results", str(results), "--models", "warm_start=/w", "--k-eval", "3"]
     assert main([*args, "--max-questions", "40"]) == 0
     assert main([*args, "--max-questions", "10"]) == 1
+    assert main([*args, "--max-questions", "40", "--max-new-tokens", "48", "--response-length", "1024"]) == 0
+    assert main([*args, "--max-questions", "40", "--max-new-tokens", "1024"]) == 1, "evaluated with other limits"
+    assert main([*args, "--max-questions", "40", "--max-information-tokens", "512"]) == 1
 
 
 def test_the_report_refuses_evaluations_with_different_attempts(work_folder: Path) -> None:
