@@ -65,28 +65,12 @@ def instruction_length(examples: Sequence[Encoded]) -> int:
     return length
 
 
-def occurrences(ids: Sequence[int], marker: Sequence[int], start: int = 0) -> list[int]:
-    """Positions at or after ``start`` where ``marker`` (a token sequence) begins in ``ids``."""
-    n = len(marker)
-    if not n:
-        return []
-    return [p for p in range(start, len(ids) - n + 1) if ids[p] == marker[0] and list(ids[p : p + n]) == list(marker)]
-
-
 class WindowSampler:
     """Draws the window stage's batches: slices of ``length`` tokens of the transcripts after the shared
-    instruction. An ``anchor_share`` of them start at an anchor: a question, or a turn that opens with ``marker``
-    (the reflection turn: the retry that follows is then in view), drawn uniformly over all anchors of all
-    transcripts; the rest start anywhere after the instruction (passages, answers, checks)."""
+    instruction. An ``anchor_share`` of them start at the question (its copy into the first search is then in
+    view); the rest start anywhere after the instruction (passages, answers, later attempts)."""
 
-    def __init__(
-        self,
-        examples: Sequence[Encoded],
-        length: int,
-        anchor_share: float,
-        rng: random.Random,
-        marker: Sequence[int] = (),
-    ) -> None:
+    def __init__(self, examples: Sequence[Encoded], length: int, anchor_share: float, rng: random.Random) -> None:
         if not examples:
             raise ValueError("WindowSampler: no examples to draw windows from")
         self.examples = examples
@@ -94,17 +78,13 @@ class WindowSampler:
         self.anchor_share = anchor_share
         self.rng = rng
         self.start = instruction_length(examples)
-        self.anchors = [
-            (i, position)
-            for i, example in enumerate(examples)
-            for position in [self.start, *occurrences(example.input_ids, marker, self.start + 1)]
-        ]
 
     def draw(self) -> tuple[int, int]:
         """A window's example (its index) and first position."""
-        if self.rng.random() < self.anchor_share:
-            return self.anchors[self.rng.randrange(len(self.anchors))]
+        anchored = self.rng.random() < self.anchor_share
         index = self.rng.randrange(len(self.examples))
+        if anchored:
+            return index, self.start
         last = max(self.start, len(self.examples[index].input_ids) - self.length)
         return index, self.rng.randint(self.start, last)
 

@@ -42,8 +42,8 @@ class WarmStartConfig:
     """The supervised pass. Defaults take about 2 minutes on 2 free CPU cores for the tiny policy (cached).
 
     Two stages (v6). First ``window_steps`` steps on ``window_batch_size`` windows of ``window_length`` tokens cut
-    from the transcripts after their shared instruction: a share ``window_anchor_share`` of them starts at an
-    anchor (a question, or a reflection turn, drawn over all anchors of all transcripts), the rest anywhere. The
+    from the transcripts after their shared instruction: a share ``window_anchor_share`` of them starts at the
+    question, the rest anywhere after the instruction. The
     policy learns to copy there (the entity into its query, titles and answers out of passages) on 3,072 tokens
     a step with short attention. Then ``steps`` steps on whole transcripts (the instruction in front, the attempts
     in order), which teach the full protocol. bf16 autocast where the CPU has native bf16 (~12% faster a step;
@@ -60,9 +60,11 @@ class WarmStartConfig:
     view), 400 window steps x 32 + 500 whole: 33/15/15, 98%, 204 s; 300 + 300: 18/16/16, 0%; 300 + 500 with 8
     transcripts a step: 15/15/16, 0%. Windows after the instruction, half at the question: 500 + 300: 32/33/33,
     0% (copies better, never retries); 400 + 400: 36/36/35, 0%. Anchors at reflection turns too: 500 + 300:
-    34/32/32, 0%; 500 + 200: 33/11/10, 100%, 148 s; 400 + 200: 31/11/5, 100%; 500 x 24 + 200 (the default):
-    35/13/6, 100%, 120 s. Whether greedy retries flips between runs (the kept and the retried thought differ at
-    one token, 37% vs 63% of reflection turns). The default's own build (thread switches change its numbers):
+    34/32/32, 0%; 500 + 200: 33/11/10, 100%, 148 s; 400 + 200: 31/11/5, 100%; 500 x 24 + 200: 35/13/6, 100%,
+    120 s. The default is that last recipe with question anchors only (reflection-turn anchors were meant to be
+    in it, but a plumbing slip never passed them to the build; what was built and measured below is this).
+    Whether greedy retries flips between runs (the kept and the retried thought differ at
+    one token, 37% vs 63% of reflection turns). The default's own build (python -m mr_search.warmstart):
     greedy 25/12/7, searches again 100%; sampled (5 a question) EM 15.6/6.6/5.2, searches again 77%, groups
     with unequal rewards 42% (v5: greedy 30/17/13; sampled 25.8/16.6/12.2, 76%, 51%).
 
@@ -103,7 +105,7 @@ class WarmStartConfig:
         window_steps: optimizer steps of the window stage (0: none), before ``steps``.
         window_length: tokens in a window.
         window_batch_size: windows per step.
-        window_anchor_share: share of windows that start at a question or a reflection turn.
+        window_anchor_share: share of windows that start at the question.
         steps: optimizer steps on whole transcripts.
         batch_size: transcripts per step (batches group transcripts of similar length).
         lr: peak learning rate (AdamW, linear warm-up, constant, then linear decay to 10% over the last 20%).
@@ -220,7 +222,6 @@ def supervised_pass(
     pad_id: int,
     on_step: Callable[[int, float], None] | None = None,
     threads: int | None = 0,
-    marker: Sequence[int] = (),
 ) -> list[float]:
     """Trains ``model`` in place on ``examples``; returns the loss per step.
 
@@ -228,8 +229,7 @@ def supervised_pass(
     text after the question. ``threads``: torch intra-op threads during the pass; 0 (the default): chosen by
     timing steps as the machine's load changes (``threads.ThreadTuner``: all cores are about twice as fast as
     one on free cores, and 3-10x slower than one while another process keeps a core busy); None: leave torch's
-    setting. Torch's own setting is given back afterwards. ``marker``: the tokens that open a user turn
-    (``user_turn_marker``): window-stage anchors start there as well as at questions (none: questions only).
+    setting. Torch's own setting is given back afterwards.
     """
 
     import torch
@@ -245,20 +245,14 @@ def supervised_pass(
     elif threads:
         torch.set_num_threads(threads)
     try:
-        return _train(model, examples, config, pad_id, on_step, tuner, marker)
+        return _train(model, examples, config, pad_id, on_step, tuner)
     finally:
         if tuner is not None:
             logger.info("warm start: steps per thread count %s", tuner.steps_per_count)
         torch.set_num_threads(previous_threads)
 
 
-def user_turn_marker(tokenizer) -> list[int]:
-    """The tokens that open a user turn in the tokenizer's chat template (``<|im_start|>user`` for Qwen's)."""
-    text = tokenizer.apply_chat_template([{"role": "user", "content": "\x00"}], tokenize=False)
-    return tokenizer.encode(text.split("\x00")[0].rstrip(), add_special_tokens=False)
-
-
-def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, marker: Sequence[int]) -> list[float]:
+def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None) -> list[float]:
     import torch
 
     torch.manual_seed(config.seed)
@@ -397,7 +391,6 @@ def ensure_warmstart(
             tokenizer.pad_token_id,
             on_step=report,
             threads=threads,
-            marker=user_turn_marker(tokenizer),
         )
         tmp = out.with_name(f".{out.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)

@@ -29,7 +29,7 @@ from mr_search.tiny_model import ensure_tiny_model
 from mr_search.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import encode_all
-from mr_search.warmstart.train import WarmStartConfig, _read_jsonl, causal_lm_loss, user_turn_marker
+from mr_search.warmstart.train import WarmStartConfig, _read_jsonl, causal_lm_loss
 from mr_search.warmstart.transcripts import build_transcripts
 from mr_search_retrieval.embedded.world import ensure_world
 
@@ -88,8 +88,7 @@ def main() -> int:
         pad_batch([examples[i] for i in chosen], pad, config.max_length)
         for chosen in bucketed_batches(examples, config.batch_size, rng)[:draws]
     ]
-    marker = user_turn_marker(tokenizer)
-    sampler = WindowSampler(examples, config.window_length, config.window_anchor_share, rng, marker)
+    sampler = WindowSampler(examples, config.window_length, config.window_anchor_share, rng)
     windows = [sampler.batch(config.window_batch_size, pad) for _ in range(draws)]
     stages = [
         Stage(f"v5: whole transcripts x{V5.batch_size}, float32", V5.steps, False, whole, []),

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from mr_search.warmstart.batches import WindowSampler, bucketed_batches, instruction_length, occurrences
+from mr_search.warmstart.batches import WindowSampler, bucketed_batches, instruction_length
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import Encoded, encode
 from mr_search.warmstart.transcripts import TranscriptConfig, build_transcripts
@@ -31,12 +31,6 @@ def test_the_instruction_is_what_every_transcript_shares_and_ends_before_the_que
     assert instruction_length([]) == 0
 
 
-def test_occurrences_finds_every_start_of_a_marker():
-    assert occurrences([5, 1, 2, 7, 1, 2, 1], [1, 2]) == [1, 4]
-    assert occurrences([5, 1, 2, 7, 1, 2, 1], [1, 2], start=2) == [4]
-    assert occurrences([1, 2], []) == []
-
-
 def test_windows_are_slices_after_the_instruction_with_their_labels(examples):
     sampler = WindowSampler(examples, 32, 0.0, random.Random(0))
     for _ in range(50):
@@ -51,23 +45,13 @@ def test_windows_are_slices_after_the_instruction_with_their_labels(examples):
         assert window.env_mask == example.env_mask[start : start + 32]
 
 
-def test_anchors_are_the_questions_and_the_turns_that_open_with_the_marker(examples, tiny_policy):
-    from transformers import AutoTokenizer
-
-    from mr_search.warmstart.train import user_turn_marker
-
-    marker = user_turn_marker(AutoTokenizer.from_pretrained(tiny_policy))
-    sampler = WindowSampler(examples, 16, 1.0, random.Random(0), marker)
-    start = sampler.start
-    questions = [(i, s) for i, s in sampler.anchors if s == start]
-    turns = [(i, s) for i, s in sampler.anchors if s != start]
-    assert len(questions) == len(examples)
-    assert turns, "multi-attempt transcripts have reflection turns"
-    for i, s in turns:
-        assert examples[i].input_ids[s : s + len(marker)] == marker
-    drawn = {sampler.draw() for _ in range(300)}
-    assert drawn <= set(sampler.anchors) and drawn & set(turns), "share 1: only anchors, reflection turns too"
-    assert WindowSampler(examples, 16, 1.0, random.Random(0)).anchors == questions, "no marker: questions only"
+def test_anchored_windows_start_at_the_question(examples):
+    sampler = WindowSampler(examples, 16, 1.0, random.Random(0))
+    drawn = [sampler.draw() for _ in range(200)]
+    assert all(start == sampler.start for _, start in drawn), "share 1: every window opens with its question"
+    assert len({index for index, _ in drawn}) == len(examples), "drawn over all transcripts"
+    question = sampler.window()
+    assert any(question.input_ids == e.input_ids[sampler.start : sampler.start + 16] for e in examples)
 
 
 def test_a_window_batch_is_padded_to_the_window_length_and_deterministic(examples):
