@@ -15,7 +15,7 @@ from pathlib import Path
 
 from mr_search.agent.tokens import EnvEncoder
 from mr_search.tiny_model import cache_root, ensure_tiny_model
-from mr_search.warmstart.batches import WindowSampler, bucketed_batches, pad_batch
+from mr_search.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import Encoded, encode_all
 from mr_search.warmstart.threads import ThreadTuner, TunerConfig, default_candidates
@@ -252,6 +252,31 @@ def supervised_pass(
         torch.set_num_threads(previous_threads)
 
 
+def transcript_mix(questions: Sequence[dict], index: LexicalIndex, config: WarmStartConfig, count: int = 0) -> list:
+    """The warm start's transcripts: ``count`` (default ``config.num_transcripts``), a ``single_attempt_share`` of
+    them one attempt long, the rest with all K attempts."""
+    count = count or config.num_transcripts
+    single = round(count * config.single_attempt_share)
+    one_attempt = replace(config.transcripts, attempts=1, seed=config.transcripts.seed + 1)
+    return build_transcripts(questions, index, single, one_attempt) + build_transcripts(
+        questions, index, count - single, config.transcripts
+    )
+
+
+def train_step(model, optimizer, batch: Batch, config: WarmStartConfig):
+    """One optimizer step on ``batch`` (forward under bf16 autocast if ``config.bf16``, gradient clipped to 1);
+    returns the loss tensor."""
+    import torch
+
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+        loss = causal_lm_loss(model, batch.ids, batch.labels, batch.env_labels, config.env_loss_weight)
+    optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+    optimizer.step()
+    return loss
+
+
 def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None) -> list[float]:
     import torch
 
@@ -286,12 +311,7 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None) 
             batch = pad_batch([examples[i] for i in batches.pop()], pad_id, config.max_length)
         if tuner is not None:
             tuner.start(step)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
-            loss = causal_lm_loss(model, batch.ids, batch.labels, batch.env_labels, config.env_loss_weight)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        loss = train_step(model, optimizer, batch, config)
         scheduler.step()
         losses.append(float(loss.detach()))
         if tuner is not None:
@@ -363,10 +383,7 @@ def ensure_warmstart(
         model = AutoModelForCausalLM.from_pretrained(base, dtype="float32")
         index = LexicalIndex(_read_jsonl(world.corpus))
         questions = _read_jsonl(world.train)
-        single = round(config.num_transcripts * config.single_attempt_share)
-        transcripts = build_transcripts(
-            questions, index, single, replace(config.transcripts, attempts=1, seed=config.transcripts.seed + 1)
-        ) + build_transcripts(questions, index, config.num_transcripts - single, config.transcripts)
+        transcripts = transcript_mix(questions, index, config)
         env = EnvEncoder(tokenizer)
         examples = encode_all(transcripts, tokenizer, env)
         logger.info(

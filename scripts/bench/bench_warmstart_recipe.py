@@ -29,8 +29,7 @@ from mr_search.tiny_model import ensure_tiny_model
 from mr_search.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import encode_all
-from mr_search.warmstart.train import WarmStartConfig, _read_jsonl, causal_lm_loss
-from mr_search.warmstart.transcripts import build_transcripts
+from mr_search.warmstart.train import WarmStartConfig, _read_jsonl, train_step, transcript_mix
 from mr_search_retrieval.embedded.world import ensure_world
 
 V5 = replace(WarmStartConfig(), window_steps=0, steps=900, bf16=False)
@@ -47,15 +46,11 @@ class Stage:
 
 def time_steps(model, batches: list[Batch], config: WarmStartConfig, bf16: bool) -> list[float]:
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, betas=(0.9, config.adam_beta2), weight_decay=0.0)
+    config = replace(config, bf16=bf16)
     times = []
     for batch in batches:
         started = time.perf_counter()
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            loss = causal_lm_loss(model, batch.ids, batch.labels, batch.env_labels, config.env_loss_weight)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        optimizer.step()
+        train_step(model, optimizer, batch, config)
         times.append(time.perf_counter() - started)
     return times[1:]  # the first step of a fresh optimizer pays one-time allocations
 
@@ -75,11 +70,7 @@ def main() -> int:
     world, base = ensure_world(), ensure_tiny_model()
     tokenizer = AutoTokenizer.from_pretrained(base)
     index, questions = LexicalIndex(_read_jsonl(world.corpus)), _read_jsonl(world.train)
-    count = 400
-    single = round(count * config.single_attempt_share)
-    transcripts = build_transcripts(
-        questions, index, single, replace(config.transcripts, attempts=1, seed=config.transcripts.seed + 1)
-    ) + build_transcripts(questions, index, count - single, config.transcripts)
+    transcripts = transcript_mix(questions, index, config, count=400)
     examples = encode_all(transcripts, tokenizer, EnvEncoder(tokenizer))
     pad = tokenizer.pad_token_id
     draws = args.rounds * (args.steps + 1)
