@@ -40,6 +40,8 @@ RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 NOTE="${NOTE:-}"                        # one line for the report's history table
 WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
+OUTCOME_FEEDBACK="${OUTCOME_FEEDBACK:-0}"  # 1: the reflection turns say whether the previous answer was right
+                                       # (MAGE-style; paper: 0) in the warm start, both trainings and evaluation
 ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"    # cpu | hf (the same transformers rollout; trainer and rollout on one GPU);
                                        # empty: hf when a GPU is usable, else cpu
 DRY_RUN="${DRY_RUN:-0}"
@@ -58,6 +60,7 @@ EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-$(((1024 * K_EVAL + 2) / 3))}"  # 
 whole EVAL_RESPONSE_LENGTH "$EVAL_RESPONSE_LENGTH"
 whole MAX_QUESTIONS "$MAX_QUESTIONS"
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
+[[ "$OUTCOME_FEEDBACK" =~ ^[01]$ ]] || die "OUTCOME_FEEDBACK=$OUTCOME_FEEDBACK is not valid; use 0 (paper) or 1"
 [[ "$ROLLOUT_ENGINE" =~ ^(|cpu|hf)$ ]] || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use cpu or hf (or leave it empty)"
 [[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
 ((ATTEMPTS > 1)) || die "ATTEMPTS=$ATTEMPTS is not valid; MR-Search needs >= 2 attempts (the baseline is K = 1)"
@@ -69,12 +72,21 @@ RETRIEVER_URL="${RETRIEVER_URL%/}"
 ROWS=$((TRAIN_BATCH_SIZE * GROUP_SIZE))
 WORK_DIR="$(realpath -m "${WORK_DIR:-$ROOT/runs/compare/$(date +%Y%m%d-%H%M%S)}")"
 REPORT_DIR="$(realpath -m "$REPORT_DIR")"
+feedback_flag=()      # python -m mr_search.warmstart / mr_search.eval / mr_search.compare fresh
+feedback_override=()  # train_grpo_step.sh (Hydra)
+feedback_said="off (paper)"
+if [[ "$OUTCOME_FEEDBACK" == 1 ]]; then
+  feedback_flag=(--outcome-feedback)
+  feedback_override=(mr_search.episode.outcome_feedback=true)
+  feedback_said="on (MAGE-style)"
+fi
 seeds=()
 for ((i = 0; i < SEEDS; i++)); do seeds+=($((SEED_BASE + i))); done
 
 echo "compare_embedded.sh: seeds ${seeds[*]}; MR-Search K=$ATTEMPTS $STEPS steps, baseline K=1 from $BASELINE_STEPS steps;" \
   "batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE; eval K_eval=$K_EVAL on $MAX_QUESTIONS questions per source" \
-  "($MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode)"
+  "($MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode);" \
+  "outcome feedback $feedback_said"
 echo "  work folder $WORK_DIR, report $REPORT_DIR, retrieval $RETRIEVER_URL"
 [[ "$DRY_RUN" == 1 ]] && exit 0
 
@@ -91,7 +103,7 @@ mapfile -t files < <("$PYTHON" -c \
 TRAIN_FILE="${files[0]}"
 TEST_FILE="${files[1]}"
 echo "compare_embedded.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
-WARM="$("$PYTHON" -m mr_search.warmstart | tail -n 1)"
+WARM="$("$PYTHON" -m mr_search.warmstart "${feedback_flag[@]}" | tail -n 1)"
 if ! retrieval_healthy "$RETRIEVER_URL"; then
   echo -n "compare_embedded.sh: "
   retrieval_start_local "$RETRIEVER_URL" "$WORK_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
@@ -113,13 +125,13 @@ fi
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
 import json, sys
 meta = {
-    "command": "${LR:+LR=$LR }SEEDS=$SEEDS STEPS=$STEPS BASELINE_STEPS=$BASELINE_STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
+    "command": "${LR:+LR=$LR }${feedback_override:+OUTCOME_FEEDBACK=1 }SEEDS=$SEEDS STEPS=$STEPS BASELINE_STEPS=$BASELINE_STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
     "machine": "$machine",
     "steps": $STEPS,
     "MR-Search": "K=$ATTEMPTS, mr_search loop + estimator (gamma 1, leave-one-out), batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE",
     "baseline": "K=1, verl grpo estimator, batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, more steps to match tokens",
     "learning rate": "${LR:-1e-5 (configs/mr_search_embedded.yaml)}",
-    "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE; $MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode",
+    "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE; $MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode; outcome feedback $feedback_said",
     "warm start": "$WARM",
     "work": "$WORK_DIR",
 }
@@ -142,7 +154,7 @@ train() {  # train <run dir> <attempts> <steps> <seed>
     VAL_FILE="$TEST_FILE" TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" GROUP_SIZE="$GROUP_SIZE" SAVE_FREQ=1 TEST_FREQ=-1 \
     RETRIEVER_URL="$RETRIEVER_URL" START_RETRIEVER=0 PYTHON="$PYTHON" \
     bash "$ROOT/train_grpo_step.sh" "data.seed=$seed" "actor_rollout_ref.rollout.seed=$seed" \
-    "actor_rollout_ref.actor.data_loader_seed=$seed" "trainer.max_actor_ckpt_to_keep=null" \
+    "actor_rollout_ref.actor.data_loader_seed=$seed" "trainer.max_actor_ckpt_to_keep=null" "${feedback_override[@]}" \
     >"$run.log" 2>&1 || die "training failed; log: $run.log"
 }
 
@@ -159,16 +171,17 @@ evaluate() {  # evaluate <out dir> LABEL=PATH...
   OMP_NUM_THREADS=1 "$PYTHON" -m mr_search.eval "${models[@]}" --data "$TEST_FILE" --out "$out.tmp" \
     --retriever-url "$RETRIEVER_URL/retrieve" --attempts "$K_EVAL" --max-questions "$MAX_QUESTIONS" --no-progress \
     --max-new-tokens "$MAX_NEW_TOKENS" --max-information-tokens "$MAX_INFO_TOKENS" \
-    --response-length "$EVAL_RESPONSE_LENGTH" \
+    --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}" \
     >"$out.log" 2>&1 || die "evaluation failed; log: $out.log"
   rm -rf "$out"
   mv "$out.tmp" "$out"
 }
 
-# Kept only if it evaluated this warm start with these K_EVAL and MAX_QUESTIONS (a continued run may change them).
+# Kept only if it evaluated this warm start with these K_EVAL, MAX_QUESTIONS, token limits and OUTCOME_FEEDBACK (a
+# continued run may change them).
 if ! "$PYTHON" -m mr_search.compare fresh --results "$WORK_DIR/warm_eval/results.json" --models "warm_start=$WARM" \
   --k-eval "$K_EVAL" --max-questions "$MAX_QUESTIONS" --max-new-tokens "$MAX_NEW_TOKENS" \
-  --max-information-tokens "$MAX_INFO_TOKENS" --response-length "$EVAL_RESPONSE_LENGTH"; then
+  --max-information-tokens "$MAX_INFO_TOKENS" --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}"; then
   echo "compare_embedded.sh: evaluating the warm start ($(date -u +%H:%M:%S) UTC)"
   evaluate "$WORK_DIR/warm_eval" "warm_start=$WARM"
 fi

@@ -61,10 +61,12 @@ def is_fresh(
     k_eval: int,
     max_questions: int | None,
     limits: Mapping[str, int] | None = None,
+    outcome_feedback: bool = False,
 ) -> bool:
     """Whether ``results`` (a results.json of ``python -m mr_search.eval``) evaluated exactly ``models``
-    (``LABEL=PATH``, as passed to it) with ``k_eval`` attempts on the first ``max_questions`` per data source, and
-    with the token ``limits`` given (keys as its meta names them, e.g. ``"max new tokens per turn"``)."""
+    (``LABEL=PATH``, as passed to it) with ``k_eval`` attempts on the first ``max_questions`` per data source, with
+    the token ``limits`` given (keys as its meta names them, e.g. ``"max new tokens per turn"``) and with outcome
+    feedback on or off as ``outcome_feedback`` says (evaluations from before that option had it off)."""
     if not results.is_file():
         return False
     meta = json.loads(results.read_text(encoding="utf-8")).get("meta", {})
@@ -74,6 +76,7 @@ def is_fresh(
         and meta.get("K_eval") == k_eval
         and meta.get("max questions per source", "unknown") == max_questions
         and all(meta.get(key) == value for key, value in (limits or {}).items())
+        and bool(meta.get("outcome feedback", False)) == outcome_feedback
     )
 
 
@@ -106,6 +109,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     fresh.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per model turn, if it must match")
     fresh.add_argument("--max-information-tokens", type=int, default=None, help="tokens of a passages block, idem")
     fresh.add_argument("--response-length", type=int, default=None, help="meta-episode token budget, idem")
+    fresh.add_argument("--outcome-feedback", action="store_true", help="evaluated with outcome feedback")
     args = parser.parse_args(argv)
     if args.command == "fresh":
         limits = {
@@ -114,7 +118,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             "response length": args.response_length,
         }
         given = {key: value for key, value in limits.items() if value is not None}
-        return 0 if is_fresh(args.results, args.models, args.k_eval, args.max_questions, given) else 1
+        fresh_enough = is_fresh(
+            args.results, args.models, args.k_eval, args.max_questions, given, args.outcome_feedback
+        )
+        return 0 if fresh_enough else 1
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         if args.command == "budget":

@@ -34,19 +34,23 @@ def _training_curve(steps: Sequence[StepRecord]) -> list[dict[str, Any]]:
     ]
 
 
-def evaluation_settings(results: Mapping[str, Any]) -> tuple[Any, Any]:
-    """(K_eval, questions) of an evaluation's results.json: what makes two evaluations comparable."""
+def evaluation_settings(results: Mapping[str, Any]) -> tuple[Any, Any, bool]:
+    """(K_eval, questions, outcome feedback) of an evaluation's results.json: what makes two evaluations
+    comparable (evaluations from before the outcome-feedback option had none)."""
     meta = results.get("meta", {})
-    return meta.get("K_eval"), meta.get("questions")
+    return meta.get("K_eval"), meta.get("questions"), bool(meta.get("outcome feedback", False))
 
 
 def _check_same_settings(evaluations: Mapping[str, Mapping[str, Any]]) -> None:
     settings = {name: evaluation_settings(results) for name, results in evaluations.items()}
     if len(set(settings.values())) > 1:
-        listed = "; ".join(f"{name}: K_eval={k}, {q} questions" for name, (k, q) in settings.items())
+        listed = "; ".join(
+            f"{name}: K_eval={k}, {q} questions, outcome feedback {'on' if fb else 'off'}"
+            for name, (k, q, fb) in settings.items()
+        )
         raise ValueError(
-            f"the evaluations differ ({listed}); re-run scripts/compare_embedded.sh with one K_EVAL and "
-            "MAX_QUESTIONS on the same WORK_DIR: it evaluates again what was evaluated otherwise"
+            f"the evaluations differ ({listed}); re-run scripts/compare_embedded.sh with one K_EVAL, MAX_QUESTIONS "
+            "and OUTCOME_FEEDBACK on the same WORK_DIR: it evaluates again what was evaluated otherwise"
         )
 
 

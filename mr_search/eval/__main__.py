@@ -34,6 +34,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-information-tokens", type=int, default=EvalConfig.max_information_tokens)
     parser.add_argument("--prompt-length", type=int, default=EvalConfig.prompt_length)
     parser.add_argument("--response-length", type=int, default=EvalConfig.response_length)
+    parser.add_argument(
+        "--outcome-feedback",
+        action="store_true",
+        help="the reflection turn says whether the previous answer was right (MAGE-style; paper: off)",
+    )
     parser.add_argument("--concurrency", type=int, default=EvalConfig.concurrency)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -48,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             max_information_tokens=args.max_information_tokens,
             prompt_length=args.prompt_length,
             response_length=args.response_length,
+            outcome_feedback=args.outcome_feedback,
             max_questions=args.max_questions,
             concurrency=args.concurrency,
         )

@@ -118,6 +118,7 @@ def evaluate(
         "max new tokens per turn": config.max_new_tokens_per_turn,
         "max information tokens": config.max_information_tokens,
         "response length": config.response_length,
+        "outcome feedback": config.outcome_feedback,
         "decoding": "greedy",
         "retriever": retriever_url,
         "wall time (s)": round(time.perf_counter() - started, 1),

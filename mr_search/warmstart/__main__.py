@@ -1,4 +1,5 @@
-"""``python -m mr_search.warmstart [--base DIR]``: builds (or finds) the warm-started policy and prints its dir."""
+"""``python -m mr_search.warmstart [--base DIR] [--outcome-feedback]``: builds (or finds) the warm-started policy
+and prints its dir."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import argparse
 import logging
 from pathlib import Path
 
-from mr_search.warmstart.train import ensure_warmstart
+from mr_search.warmstart.train import ensure_warmstart, warmstart_config
 
 
 def main() -> None:
@@ -19,9 +20,16 @@ def main() -> None:
         default=0,
         help="torch threads while training (default 0: chosen by timing steps as the machine's load changes)",
     )
+    parser.add_argument(
+        "--outcome-feedback",
+        action="store_true",
+        help="transcripts whose reflection turns say whether the previous answer was right (MAGE-style; paper: off),"
+        " for training with mr_search.episode.outcome_feedback=true",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    print(ensure_warmstart(base_model=args.base, out_dir=args.out, threads=args.threads))
+    config = warmstart_config(args.outcome_feedback)
+    print(ensure_warmstart(base_model=args.base, out_dir=args.out, config=config, threads=args.threads))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Does a policy give RL something to learn? Greedy and sampled meta-episodes on held-out questions, measured.
 
     python -m mr_search.warmstart.probe --model DIR [--questions 50] [--samples 5] [--url http://127.0.0.1:PORT]
+        [--outcome-feedback]
 
 Runs the project's own agent loop (``mr_search.eval.runner``) in this process over the first N held-out
 questions per data source of the embedded world, and prints (as JSON):
@@ -145,7 +146,13 @@ def _search_counts(name: str, records: Sequence[Mapping[str, Any]], attempts: in
 
 
 async def _run(
-    model_dir: Path, rows: list[dict[str, Any]], retrieval: Any, attempts: int, samples: int, seed: int
+    model_dir: Path,
+    rows: list[dict[str, Any]],
+    retrieval: Any,
+    attempts: int,
+    samples: int,
+    seed: int,
+    outcome_feedback: bool = False,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     from transformers import AutoTokenizer
 
@@ -159,6 +166,7 @@ async def _run(
         prompt_length=256,
         response_length=1024,
         concurrency=64,
+        outcome_feedback=outcome_feedback,
         method="probe",
     )
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -182,8 +190,17 @@ async def _run(
         server.close()
 
 
-def probe(model_dir: Path, questions: int, samples: int, attempts: int = 3, url: str | None = None, seed: int = 0):
-    """Runs the probe on ``model_dir``; returns the figures (see the module docstring)."""
+def probe(
+    model_dir: Path,
+    questions: int,
+    samples: int,
+    attempts: int = 3,
+    url: str | None = None,
+    seed: int = 0,
+    outcome_feedback: bool = False,
+):
+    """Runs the probe on ``model_dir``; returns the figures (see the module docstring). ``outcome_feedback``: the
+    reflection turns say whether the previous answer was right (for a warm start built with it)."""
     import torch
 
     from mr_search.data.embedded import ensure_embedded_parquet
@@ -199,7 +216,7 @@ def probe(model_dir: Path, questions: int, samples: int, attempts: int = 3, url:
         retrieval: Any = RetrievalClient(RetrieverConfig(url=url))
     else:
         retrieval = InProcessRetrieval()
-    greedy, sampled = asyncio.run(_run(model_dir, rows, retrieval, attempts, samples, seed))
+    greedy, sampled = asyncio.run(_run(model_dir, rows, retrieval, attempts, samples, seed, outcome_feedback))
     return summarize(greedy, sampled, entities, attempts), greedy
 
 
@@ -218,14 +235,21 @@ def main() -> None:
     parser.add_argument("--attempts", type=int, default=3)
     parser.add_argument("--url", default=None, help="a running service's /retrieve URL (default: in-process)")
     parser.add_argument("--dump", type=Path, default=None, help="write the greedy trajectories here (JSONL)")
+    parser.add_argument(
+        "--outcome-feedback",
+        action="store_true",
+        help="reflection turns say whether the previous answer was right (default model: the warm start built so)",
+    )
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     model = args.model
     if model is None:
-        from mr_search.warmstart.train import ensure_warmstart
+        from mr_search.warmstart.train import ensure_warmstart, warmstart_config
 
-        model = ensure_warmstart()
-    figures, greedy = probe(model, args.questions, args.samples, args.attempts, args.url)
+        model = ensure_warmstart(config=warmstart_config(args.outcome_feedback))
+    figures, greedy = probe(
+        model, args.questions, args.samples, args.attempts, args.url, outcome_feedback=args.outcome_feedback
+    )
     if args.dump:
         args.dump.write_text("".join(json.dumps(r) + "\n" for r in greedy))
     print(json.dumps(figures))

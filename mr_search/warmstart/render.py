@@ -60,7 +60,9 @@ def encode_all(
                 memo[key] = env.observation(text, max_information_tokens)
         return memo[key]
 
-    reflection = env.user_turn(reflection_prompt(), after_eos=False)
+    reflections = {
+        feedback: env.user_turn(reflection_prompt(feedback), after_eos=False) for feedback in (None, True, False)
+    }
     out = []
     for transcript in transcripts:
         ids = list(cached("prompt", transcript.question))
@@ -69,6 +71,7 @@ def encode_all(
         prompt_length = len(ids)
         for number, attempt in enumerate(transcript.attempts):
             if number > 0:
+                reflection = reflections[transcript.correct[number - 1] if transcript.outcome_feedback else None]
                 ids += reflection
                 mask += [0] * len(reflection)
                 env_mask += [1] * len(reflection)

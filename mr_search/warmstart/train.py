@@ -165,8 +165,19 @@ class WarmStartConfig:
         return self.window_steps + self.steps
 
     def key(self) -> str:
-        payload = json.dumps({"version": WARMSTART_VERSION, **asdict(self)}, sort_keys=True)
+        fields = asdict(self)
+        if not self.transcripts.outcome_feedback:
+            del fields["transcripts"]["outcome_feedback"]  # the option came later: builds without it keep their key
+        payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+def warmstart_config(outcome_feedback: bool = False) -> WarmStartConfig:
+    """The default warm start, or (``outcome_feedback``) the one whose reflection turns say whether the previous
+    answer was right, for training and evaluating with ``mr_search.episode.outcome_feedback`` (MAGE-style)."""
+    if not outcome_feedback:
+        return WarmStartConfig()
+    return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=True))
 
 
 def shared_prefix_length(ids, labels) -> int:

@@ -13,6 +13,10 @@ this time). After a right attempt, the next one keeps the answer or (``p_verify`
 cannot know it was right): a policy that imitates these searches again after its first attempt more often than
 it keeps. The slipped turns are context only (``Turn.trained`` False: no loss), so the policy learns to react to
 a wrong attempt without learning to make one; answers it is trained to give never come from nowhere.
+
+With ``outcome_feedback`` (MAGE-style, off in the paper) the reflection turn says whether the previous answer was
+right, so after a right attempt the next one always keeps it: a policy that imitates these retries only when told
+it was wrong.
 """
 
 from __future__ import annotations
@@ -54,12 +58,14 @@ class Turn:
 
 @dataclass(frozen=True)
 class Transcript:
-    """A question and its K attempts (reflection turns sit between attempts, added when rendered)."""
+    """A question and its K attempts (reflection turns sit between attempts, added when rendered; with
+    ``outcome_feedback`` each says whether the attempt before it was right)."""
 
     question: str
     golden_answers: tuple[str, ...]
     attempts: tuple[tuple[Turn, ...], ...]
     correct: tuple[bool, ...]
+    outcome_feedback: bool = False
 
 
 @dataclass(frozen=True)
@@ -72,10 +78,12 @@ class TranscriptConfig:
         p_wrong: chance that the first attempt slips (when K > 1); the attempts after it are right, and the
             one right after it searches again.
         p_verify: chance that an attempt after a right one searches again (the entity's name) and answers again,
-            instead of keeping the answer without a search.
+            instead of keeping the answer without a search (0 in effect with ``outcome_feedback``).
         p_partial: share of the slips that search only the first word of the entity's name and answer what
             the passages do not show (the rest stop at the bridge entity or misread a twin's passage).
         seed: the random seed; the same seed and world give the same transcripts.
+        outcome_feedback: the reflection turns say whether the previous answer was right (``mr_search.episode.
+            outcome_feedback``; paper: off); an attempt told it was right keeps its answer.
     """
 
     attempts: int = 3
@@ -84,6 +92,7 @@ class TranscriptConfig:
     p_verify: float = 0.5
     p_partial: float = 0.5
     seed: int = 0
+    outcome_feedback: bool = False
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -230,7 +239,7 @@ class TranscriptBuilder:
         previous: Attempt | None = None
         while len(attempts) < self.config.attempts:
             if correct and correct[-1]:
-                if rng.random() < self.config.p_verify:
+                if not self.config.outcome_feedback and rng.random() < self.config.p_verify:
                     attempts.append(self._right_attempt(row, _VERIFY))
                 else:
                     attempts.append((Turn("model", answer_turn(THINK_KEEP, answer)),))
@@ -251,6 +260,7 @@ class TranscriptBuilder:
             golden_answers=tuple(str(a) for a in row["golden_answers"]),
             attempts=tuple(attempts),
             correct=tuple(correct),
+            outcome_feedback=self.config.outcome_feedback,
         )
 
 

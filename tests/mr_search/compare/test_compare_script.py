@@ -35,6 +35,8 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
     assert "(64 tokens a turn, 256 a passages block, 1024 a meta-episode)" in result.stdout
     assert "seeds 7 8" in result.stdout
     assert "4 steps, baseline K=1 from 10 steps" in result.stdout
+    assert "outcome feedback off (paper)" in result.stdout
+    assert "outcome feedback on (MAGE-style)" in run(tmp_path, OUTCOME_FEEDBACK="1").stdout
 
 
 @pytest.mark.parametrize(
@@ -49,6 +51,7 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
         ({"RETRIEVER_URL": "http://example.com:80"}, "use http://127.0.0.1:<port>"),
         ({"TOKEN_TOLERANCE": "5%"}, "TOKEN_TOLERANCE=5% is not valid"),
         ({"ROLLOUT_ENGINE": "sglang"}, "ROLLOUT_ENGINE=sglang is not valid; use cpu or hf"),
+        ({"OUTCOME_FEEDBACK": "yes"}, "OUTCOME_FEEDBACK=yes is not valid; use 0 (paper) or 1"),
     ],
 )
 def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:

@@ -55,3 +55,17 @@ def test_the_report_refuses_evaluations_with_different_attempts(work_folder: Pat
     _set_meta(work_folder / "warm_eval" / "results.json", K_eval=6)
     with pytest.raises(ValueError, match=r"warm start: K_eval=6.*same WORK_DIR"):
         build_comparison(work_folder, ROWS)
+
+
+def test_outcome_feedback_must_match_too(work_folder: Path) -> None:
+    results = work_folder / "warm_eval" / "results.json"
+    _set_meta(results, models="warm_start=/w", K_eval=3, **{"max questions per source": 40})
+    args = ["fresh", "--results", str(results), "--models", "warm_start=/w", "--k-eval", "3", "--max-questions", "40"]
+    assert main(args) == 0, "an evaluation from before the option had no feedback"
+    assert main([*args, "--outcome-feedback"]) == 1
+    _set_meta(results, **{"outcome feedback": True})
+    assert main([*args, "--outcome-feedback"]) == 0 and main(args) == 1
+    for other in work_folder.glob("seed_*/**/results.json"):
+        _set_meta(other, **{"outcome feedback": False})
+    with pytest.raises(ValueError, match=r"warm start: .*outcome feedback on.*OUTCOME_FEEDBACK"):
+        build_comparison(work_folder, ROWS)

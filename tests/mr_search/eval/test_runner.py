@@ -118,6 +118,22 @@ def test_eval_config_rejects_bad_values() -> None:
     with pytest.raises(ValueError, match="max_questions"):
         EvalConfig(max_questions=0)
     assert EvalConfig(attempts=6).episode()["attempts"] == 6
+    with pytest.raises(ValueError, match="outcome_feedback"):
+        EvalConfig(outcome_feedback="yes")  # type: ignore[arg-type]
+
+
+def test_outcome_feedback_tells_each_reflection_whether_the_answer_was_right(tokenizer: Any) -> None:
+    scripts = {"Where was Aldo Venn born?": ["<answer> Kumholt </answer>", *["<answer> Brimholt </answer>"] * 2]}
+    config = EvalConfig(attempts=3, max_new_tokens_per_turn=32, response_length=1024, outcome_feedback=True)
+    make_loop = agent_loop_factory(tokenizer, ScriptedServer(tokenizer, scripts), Retriever(), config)
+    (record,) = asyncio.run(run_episodes(_rows()[:1], make_loop, tokenizer, config, progress=False))
+    assert [a["em"] for a in record["attempts"]] == [0.0, 1.0, 1.0]
+    said = [a["turns"][0]["content"] for a in record["attempts"][1:]]
+    assert prompts.FEEDBACK_WRONG.strip() in said[0] and prompts.FEEDBACK_RIGHT.strip() in said[1]
+    plain = EvalConfig(attempts=3, max_new_tokens_per_turn=32, response_length=1024)
+    make_loop = agent_loop_factory(tokenizer, ScriptedServer(tokenizer, scripts), Retriever(), plain)
+    (record,) = asyncio.run(run_episodes(_rows()[:1], make_loop, tokenizer, plain, progress=False))
+    assert not any("answer was" in a["turns"][0]["content"] for a in record["attempts"][1:]), "paper: not told"
 
 
 def test_records_round_trip_to_the_report(tokenizer: Any, tmp_path: Path) -> None:

@@ -99,3 +99,17 @@ def tiny_policy(tmp_path_factory, mini_world) -> Path:
         ),
     )
     return out
+
+
+@pytest.fixture(scope="session")
+def index(mini_corpus):
+    from mr_search.warmstart.lookup import LexicalIndex
+
+    return LexicalIndex(mini_corpus)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_policy):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(tiny_policy)

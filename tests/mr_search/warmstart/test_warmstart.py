@@ -8,7 +8,6 @@ import re
 import pytest
 
 from mr_search.warmstart.batches import pad_batch
-from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import encode, encode_all
 from mr_search.warmstart.train import (
     WarmStartConfig,
@@ -18,18 +17,6 @@ from mr_search.warmstart.train import (
     supervised_pass,
 )
 from mr_search.warmstart.transcripts import TranscriptBuilder, TranscriptConfig, build_transcripts
-
-
-@pytest.fixture(scope="module")
-def index(mini_corpus) -> LexicalIndex:
-    return LexicalIndex(mini_corpus)
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tiny_policy):
-    from transformers import AutoTokenizer
-
-    return AutoTokenizer.from_pretrained(tiny_policy)
 
 
 def test_lookup_ranks_the_asked_entity_first(index):
