@@ -42,6 +42,13 @@ THINK_RETRY_BRIDGE = "My previous answer may be wrong. I found {bridge}. I need 
 # Every retry's thought starts as THINK_RETRY does and the kept answer's does not, from the first word after "My
 # previous answer": a policy that cannot tell whether it was wrong then searches again when most retries do.
 THINK_RETRY_UNSUPPORTED = "My previous answer may be wrong: it is not in the passages. I will search for the full name."
+# With outcome feedback the thought repeats what the reflection turn said ("Your previous answer was incorrect."):
+# the word that decides between retrying and keeping is then a copy of an earlier one (an induction pattern a
+# 2-layer policy learns), not a judgement the policy cannot make. Without it, the built policy ignored the
+# feedback (searched again after 0% of its wrong greedy answers, 10% sampled).
+MAY_BE_WRONG = "My previous answer may be wrong"
+TOLD_WRONG = "My previous answer was incorrect"
+THINK_KEEP_TOLD = "My previous answer was correct."
 
 
 @dataclass(frozen=True)
@@ -151,6 +158,10 @@ class TranscriptBuilder:
                 return candidate
         return None
 
+    def _told(self, think: str) -> str:
+        """A retry's thought; with outcome feedback it says the previous answer was incorrect, as it was told."""
+        return think.replace(MAY_BE_WRONG, TOLD_WRONG, 1) if self.config.outcome_feedback else think
+
     def _right_attempt(self, row: Mapping[str, Any], retry: Attempt | None) -> tuple[Turn, ...]:
         gold_ids = [str(d) for d in row["gold_doc_ids"]]
         answer = str(row["golden_answers"][0])
@@ -159,7 +170,7 @@ class TranscriptBuilder:
         turns: list[Turn] = []
         if retry is not None and retry.kind == "bridge" and bridge is not None:
             # The previous attempt stopped at the bridge entity: go on from its passages with the second hop.
-            turns.append(Turn("model", search_turn(THINK_RETRY_BRIDGE.format(bridge=bridge), bridge)))
+            turns.append(Turn("model", search_turn(self._told(THINK_RETRY_BRIDGE.format(bridge=bridge)), bridge)))
             turns.append(self._information(bridge, gold_ids[1]))
         else:
             # The first try searches the entity's name; so does a retry after a misread or a check of a right
@@ -171,7 +182,7 @@ class TranscriptBuilder:
                 think, query = THINK_RETRY_UNSUPPORTED, subject
             else:
                 think, query = THINK_RETRY, subject
-            turns.append(Turn("model", search_turn(think, query)))
+            turns.append(Turn("model", search_turn(self._told(think), query)))
             turns.append(self._information(query, gold_ids[0]))
             if bridge is not None:  # two hops: the bridge entity named in the first passage is searched next
                 turns.append(Turn("model", search_turn(THINK_BRIDGE.format(bridge=bridge), bridge)))
@@ -242,7 +253,8 @@ class TranscriptBuilder:
                 if not self.config.outcome_feedback and rng.random() < self.config.p_verify:
                     attempts.append(self._right_attempt(row, _VERIFY))
                 else:
-                    attempts.append((Turn("model", answer_turn(THINK_KEEP, answer)),))
+                    keep = THINK_KEEP_TOLD if self.config.outcome_feedback else THINK_KEEP
+                    attempts.append((Turn("model", answer_turn(keep, answer)),))
                 correct.append(True)
                 continue
             slip = None

@@ -23,12 +23,15 @@ def test_told_right_it_keeps_the_answer_told_wrong_it_searches_again(index, mini
     for transcript in transcripts:
         assert transcript.outcome_feedback
         for k in range(1, len(transcript.attempts)):
+            thought = transcript.attempts[k][0].text
             if transcript.correct[k - 1]:
                 after_right += 1
                 assert _searches(transcript.attempts[k]) == [], "told it was right, the next attempt keeps the answer"
+                assert thought.startswith("<think> My previous answer was correct."), thought
             else:
                 after_wrong += 1
                 assert _searches(transcript.attempts[k]), "told it was wrong, the next attempt searches again"
+                assert thought.startswith("<think> My previous answer was incorrect"), "it repeats what it was told"
     assert after_right > 100 and after_wrong > 50
     # Without feedback the same settings check about half of the right answers with a new search.
     plain = build_transcripts(mini_questions, index, 200, TranscriptConfig(attempts=3, p_verify=0.5, seed=5))
