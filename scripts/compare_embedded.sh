@@ -27,7 +27,8 @@ ATTEMPTS="${ATTEMPTS:-3}"               # K of MR-Search in training (paper: 3)
 BASELINE_STEPS="${BASELINE_STEPS:-}"    # first try of the baseline's steps; empty: 4 x STEPS
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, both runs
 GROUP_SIZE="${GROUP_SIZE:-4}"           # trajectories per question, both runs
-LR="${LR:-}"                            # actor learning rate, both runs; empty: the embedded config's (1e-5)
+LR="${LR:-1e-4}"                        # actor learning rate, both runs (every committed run since run 2; the
+                                       # embedded config's own is 1e-5)
 K_EVAL="${K_EVAL:-6}"                   # evaluation attempts (greedy)
 MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-48}"  # evaluation: new tokens per model turn (the embedded training's)
 MAX_INFO_TOKENS="${MAX_INFO_TOKENS:-256}"  # evaluation: tokens of one <information> block (the training's)
@@ -60,6 +61,7 @@ EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-$(((1024 * K_EVAL + 2) / 3))}"  # 
 whole EVAL_RESPONSE_LENGTH "$EVAL_RESPONSE_LENGTH"
 whole MAX_QUESTIONS "$MAX_QUESTIONS"
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
+[[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OUTCOME_FEEDBACK" =~ ^[01]$ ]] || die "OUTCOME_FEEDBACK=$OUTCOME_FEEDBACK is not valid; use 0 (paper) or 1"
 [[ "$ROLLOUT_ENGINE" =~ ^(|cpu|hf)$ ]] || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use cpu or hf (or leave it empty)"
 [[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
@@ -84,7 +86,7 @@ seeds=()
 for ((i = 0; i < SEEDS; i++)); do seeds+=($((SEED_BASE + i))); done
 
 echo "compare_embedded.sh: seeds ${seeds[*]}; MR-Search K=$ATTEMPTS $STEPS steps, baseline K=1 from $BASELINE_STEPS steps;" \
-  "batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE; eval K_eval=$K_EVAL on $MAX_QUESTIONS questions per source" \
+  "batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, lr $LR; eval K_eval=$K_EVAL on $MAX_QUESTIONS questions per source" \
   "($MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode);" \
   "outcome feedback $feedback_said"
 echo "  work folder $WORK_DIR, report $REPORT_DIR, retrieval $RETRIEVER_URL"
@@ -125,12 +127,12 @@ fi
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
 import json, sys
 meta = {
-    "command": "${LR:+LR=$LR }${feedback_override:+OUTCOME_FEEDBACK=1 }SEEDS=$SEEDS STEPS=$STEPS BASELINE_STEPS=$BASELINE_STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
+    "command": "LR=$LR ${feedback_override:+OUTCOME_FEEDBACK=1 }SEEDS=$SEEDS STEPS=$STEPS BASELINE_STEPS=$BASELINE_STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
     "machine": "$machine",
     "steps": $STEPS,
     "MR-Search": "K=$ATTEMPTS, mr_search loop + estimator (gamma 1, leave-one-out), batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE",
     "baseline": "K=1, verl grpo estimator, batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, more steps to match tokens",
-    "learning rate": "${LR:-1e-5 (configs/mr_search_embedded.yaml)}",
+    "learning rate": "$LR",
     "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE; $MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode; outcome feedback $feedback_said",
     "warm start": "$WARM",
     "work": "$WORK_DIR",

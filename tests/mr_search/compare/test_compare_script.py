@@ -24,16 +24,19 @@ def test_default_plan(tmp_path: Path) -> None:
     assert "seeds 1 2 3" in result.stdout
     assert "MR-Search K=3 16 steps, baseline K=1 from 64 steps" in result.stdout
     assert "K_eval=6" in result.stdout
+    assert "lr 1e-4;" in result.stdout, "the learning rate of every committed run"
     # evaluated with the embedded training's limits: 48 tokens a turn, 256 a passages block, 1024 per 3 attempts
     assert "(48 tokens a turn, 256 a passages block, 2048 a meta-episode)" in result.stdout
     assert not (tmp_path / "w").exists()  # a dry run writes nothing
 
 
 def test_knobs_change_the_plan(tmp_path: Path) -> None:
-    result = run(tmp_path, SEEDS="2", SEED_BASE="7", STEPS="4", BASELINE_STEPS="10", K_EVAL="3", MAX_NEW_TOKENS="64")
+    result = run(
+        tmp_path, SEEDS="2", SEED_BASE="7", STEPS="4", BASELINE_STEPS="10", K_EVAL="3", MAX_NEW_TOKENS="64", LR="3e-5"
+    )
     assert result.returncode == 0, result.stderr
     assert "(64 tokens a turn, 256 a passages block, 1024 a meta-episode)" in result.stdout
-    assert "seeds 7 8" in result.stdout
+    assert "seeds 7 8" in result.stdout and "lr 3e-5;" in result.stdout
     assert "4 steps, baseline K=1 from 10 steps" in result.stdout
     assert "outcome feedback off (paper)" in result.stdout
     assert "outcome feedback on (MAGE-style)" in run(tmp_path, OUTCOME_FEEDBACK="1").stdout
@@ -51,6 +54,7 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
         ({"RETRIEVER_URL": "http://example.com:80"}, "use http://127.0.0.1:<port>"),
         ({"TOKEN_TOLERANCE": "5%"}, "TOKEN_TOLERANCE=5% is not valid"),
         ({"ROLLOUT_ENGINE": "sglang"}, "ROLLOUT_ENGINE=sglang is not valid; use cpu or hf"),
+        ({"LR": "fast"}, "LR=fast is not valid; use a number like 1e-4"),
         ({"OUTCOME_FEEDBACK": "yes"}, "OUTCOME_FEEDBACK=yes is not valid; use 0 (paper) or 1"),
     ],
 )
