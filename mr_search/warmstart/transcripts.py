@@ -15,8 +15,9 @@ it keeps. The slipped turns are context only (``Turn.trained`` False: no loss), 
 a wrong attempt without learning to make one; answers it is trained to give never come from nowhere.
 
 With ``outcome_feedback`` (MAGE-style, off in the paper) the reflection turn says whether the previous answer was
-right, so after a right attempt the next one always keeps it: a policy that imitates these retries only when told
-it was wrong.
+right, so after a right attempt the next one always keeps it, and the thought after each reflection repeats what
+it was told ("My previous answer was incorrect. ..."): a policy that imitates these retries only when told it was
+wrong.
 """
 
 from __future__ import annotations
