@@ -22,7 +22,7 @@ from mr_search.compare.budget import match_runs, write_match
 from mr_search.compare.layout import BASELINE, MR
 from mr_search.compare.markdown import append_history, history_entry, render_report
 from mr_search.compare.plots import EM_VS_ATTEMPT, EM_VS_STEP, plot_em_vs_attempt, plot_em_vs_step
-from mr_search.compare.report import build_comparison
+from mr_search.compare.report import build_comparison, evaluation_settings
 
 logger = logging.getLogger(__name__)
 INVESTIGATION = "investigation.md"
@@ -69,14 +69,16 @@ def is_fresh(
     feedback on or off as ``outcome_feedback`` says (evaluations from before that option had it off)."""
     if not results.is_file():
         return False
-    meta = json.loads(results.read_text(encoding="utf-8")).get("meta", {})
+    evaluation = json.loads(results.read_text(encoding="utf-8"))
+    meta = evaluation.get("meta", {})
     evaluated = [m.strip() for m in str(meta.get("models", "")).split(",")]
+    evaluated_k, _, evaluated_feedback = evaluation_settings(evaluation)
     return (
         sorted(evaluated) == sorted(models)
-        and meta.get("K_eval") == k_eval
+        and evaluated_k == k_eval
         and meta.get("max questions per source", "unknown") == max_questions
         and all(meta.get(key) == value for key, value in (limits or {}).items())
-        and bool(meta.get("outcome feedback", False)) == outcome_feedback
+        and evaluated_feedback == outcome_feedback
     )
 
 
