@@ -9,7 +9,7 @@ STAMP := $(VENV)/.setup-stamp
 # Everything generated (embedded world, indexes, tiny models, runs) is cached here.
 export MR_SEARCH_CACHE ?= $(CURDIR)/.cache
 
-.PHONY: setup quickstart test serve bench eval compare lint clean
+.PHONY: setup quickstart gpu-check test serve bench eval compare lint clean
 
 # Installs the environment, then builds the embedded default's cached assets (seconds once built).
 setup: $(STAMP)
@@ -25,8 +25,14 @@ $(STAMP): pyproject.toml
 	bash scripts/setup_browser.sh
 	touch $(STAMP)
 
+# The embedded default on any machine: on a GPU node too (the transformers rollout on one GPU), never the paper preset.
 quickstart: setup
-	PATH="$(abspath $(VENV))/bin:$$PATH" bash train_grpo_step.sh
+	PATH="$(abspath $(VENV))/bin:$$PATH" PRESET=embedded bash train_grpo_step.sh
+
+# On a GPU node, in the environment that has verl and SGLang or vLLM (ROLLOUT_ENGINE=vllm): two real steps, a resume,
+# then the checks of a GPU run as a table.
+gpu-check:
+	bash scripts/gpu_check.sh
 
 test: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m ruff check .

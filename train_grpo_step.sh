@@ -56,6 +56,10 @@ ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"          # sglang | vllm | cpu | hf; empty:
 N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-}"        # GPUs per node (paper: 8)
 NNODES="${NNODES:-1}"                         # >1: join the Ray cluster already running (ray start) on every node
 ROLLOUT_TP="${ROLLOUT_TP:-}"                  # rollout tensor parallel size (paper: 1)
+GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-}"  # share of GPU memory the engine may take (paper config: 0.6)
+USE_REMOVE_PADDING="${USE_REMOVE_PADDING:-auto}"  # sglang/vllm: auto = 1 when flash_attn imports, else 0 (sdpa)
+SGLANG_ATTENTION_BACKEND="${SGLANG_ATTENTION_BACKEND:-triton}"  # verl's default (flashinfer) needs nvcc at first use
+SGLANG_SAMPLING_BACKEND="${SGLANG_SAMPLING_BACKEND:-pytorch}"
 
 # --- output ---------------------------------------------------------------------------------------------------------
 RUN_DIR="${RUN_DIR:-}"                        # run folder (checkpoints, metrics, logs); reuse one to resume
@@ -82,6 +86,12 @@ case "$ROLLOUT_ENGINE" in
   sglang|vllm|cpu|hf) ;;
   *) die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use sglang, vllm, cpu or hf" ;;
 esac
+if [[ "$DRY_RUN" != 1 && ( "$ROLLOUT_ENGINE" == sglang || "$ROLLOUT_ENGINE" == vllm ) ]] \
+  && ! has_module "$ROLLOUT_ENGINE"; then
+  # Before Ray starts: verl would otherwise fail inside a Ray actor, minutes later, with a long trace.
+  die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE needs the $ROLLOUT_ENGINE package, which $PYTHON cannot import; install it with \
+requirements/gpu-$ROLLOUT_ENGINE.txt (README: Install on a GPU cluster), or use ROLLOUT_ENGINE=hf on one GPU"
+fi
 if [[ -n "$ATTEMPTS" ]] && ! [[ "$ATTEMPTS" =~ ^[1-9][0-9]*$ ]]; then
   die "ATTEMPTS=$ATTEMPTS is not valid; use a whole number >= 1 (1 = the Search-R1 baseline)"
 fi
@@ -124,7 +134,8 @@ trap 'exit 130' INT
 if [[ "$DRY_RUN" != 1 ]] && ! retrieval_healthy "$RETRIEVER_URL"; then
   if [[ "$START_RETRIEVER" == 1 || ( "$START_RETRIEVER" == auto && "$PRESET" == embedded ) ]]; then
     echo -n "train_grpo_step.sh: "
-    retrieval_start_local "$RETRIEVER_URL" "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
+    # On a training node the service stays off the GPUs unless RETRIEVER_DEVICE asks for one.
+    RETRIEVER_DEVICE="${RETRIEVER_DEVICE:-cpu}" retrieval_start_local "$RETRIEVER_URL" "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
   else
     die "no retrieval service answers at $RETRIEVER_URL/health; start one (bash retrieval_launch.sh) or set RETRIEVER_URL"
   fi
@@ -152,6 +163,29 @@ if [[ "$ROLLOUT_ENGINE" == hf ]]; then
   )
 elif [[ "$ROLLOUT_ENGINE" != cpu ]]; then
   overrides+=("actor_rollout_ref.rollout.name=$ROLLOUT_ENGINE")
+  if [[ "$USE_REMOVE_PADDING" == auto ]]; then
+    if [[ "$DRY_RUN" == 1 ]] || has_module flash_attn; then USE_REMOVE_PADDING=1; else
+      echo "train_grpo_step.sh: flash_attn is not installed: training with sdpa attention and padding (slower on long" \
+        "meta-episodes); pip install flash-attn --no-build-isolation for padding removal" >&2
+      USE_REMOVE_PADDING=0
+    fi
+  fi
+  case "$USE_REMOVE_PADDING" in
+    1) ;;
+    0) overrides+=("++actor_rollout_ref.model.override_config.attn_implementation=sdpa"
+                   "actor_rollout_ref.model.use_remove_padding=False") ;;
+    *) die "USE_REMOVE_PADDING=$USE_REMOVE_PADDING is not valid; use auto, 1 or 0" ;;
+  esac
+  if [[ "$ROLLOUT_ENGINE" == sglang ]]; then
+    # The backends seen working with sglang 0.5.12 on H100/H200 (docs/gpu.md); verl 0.9.1 would pick flashinfer.
+    overrides+=(
+      "++actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=$SGLANG_ATTENTION_BACKEND"
+      "++actor_rollout_ref.rollout.engine_kwargs.sglang.sampling_backend=$SGLANG_SAMPLING_BACKEND"
+    )
+  elif [[ "$DRY_RUN" != 1 ]] && ! has_module flashinfer; then
+    # vLLM's FlashInfer top-k/top-p sampler needs the flashinfer package; its own sampler needs nothing.
+    export VLLM_USE_FLASHINFER_SAMPLER="${VLLM_USE_FLASHINFER_SAMPLER:-0}"
+  fi
 else
   # The CPU backend's settings (mr_search/cpu): environment variables, then Hydra overrides (its rollout name
   # included), one per line.
@@ -184,6 +218,7 @@ add actor_rollout_ref.actor.ppo_mini_batch_size "$PPO_MINI_BATCH_SIZE"
 add trainer.total_training_steps "$TOTAL_STEPS"
 add trainer.n_gpus_per_node "$N_GPUS_PER_NODE"
 add actor_rollout_ref.rollout.tensor_model_parallel_size "$ROLLOUT_TP"
+add actor_rollout_ref.rollout.gpu_memory_utilization "$GPU_MEMORY_UTILIZATION"
 add trainer.save_freq "$SAVE_FREQ"
 add trainer.test_freq "$TEST_FREQ"
 if ((NNODES > 1)); then

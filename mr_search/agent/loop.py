@@ -16,6 +16,7 @@ from mr_search.agent.output import MRSearchAgentLoopOutput, episode_metrics
 from mr_search.agent.parsing import STOP_STRINGS, ActionKind, cut_after_close, parse_turn, unclosed_tag
 from mr_search.agent.state import AttemptRecord, EpisodeState, Phase
 from mr_search.agent.tokens import EnvEncoder, Transcript
+from mr_search.agent.trace import Tracer
 from mr_search.retrieval_client import RetrievalClient, RetrieverConfig, SearchOutcome, shared_client
 from mr_search.reward import RewardConfig, exact_match, gold_answers, token_f1
 
@@ -23,6 +24,15 @@ logger = logging.getLogger(__name__)
 
 _ENCODERS: dict[int, tuple[Any, EnvEncoder]] = {}
 _warned_sglang = False
+_TRACER: Tracer | None = None
+
+
+def _tracer() -> Tracer:
+    """The process's tracer (``MR_SEARCH_TRACE_DIR``), read once."""
+    global _TRACER
+    if _TRACER is None:
+        _TRACER = Tracer.from_env()
+    return _TRACER
 
 
 def _encoder_for(tokenizer: Any, chat_template_kwargs: dict[str, Any]) -> EnvEncoder:
@@ -125,7 +135,9 @@ class MRSearchAgentLoop(AgentLoopBase):
             )
         golds = gold_answers(reward_model["ground_truth"])
         prompt_ids = await self.ct_build_initial_tokens(list(kwargs["raw_prompt"]))
-        state = EpisodeState(transcript=Transcript(prompt_ids), golds=golds, request_id=uuid4().hex)
+        state = EpisodeState(
+            transcript=Transcript(prompt_ids), golds=golds, request_id=uuid4().hex, trace=_tracer().start()
+        )
         state.attempts.append(AttemptRecord(index=0, start=0))
         timing = {"generate_sequences": 0.0, "tool_calls": 0.0}
         phase = Phase.GENERATING
@@ -150,7 +162,8 @@ class MRSearchAgentLoop(AgentLoopBase):
             request_id=state.request_id, prompt_ids=context, sampling_params=params
         )
         self._track_global_steps(state, output.extra_fields or {})
-        ids = list(output.token_ids)[:max_new]
+        sampled = list(output.token_ids)
+        ids = sampled[:max_new]
         logprobs = list(output.log_probs)[: len(ids)] if output.log_probs is not None else None
         cut, text = cut_after_close(ids, self.env.decode) if ids else (None, "")
         if cut is not None:
@@ -163,6 +176,8 @@ class MRSearchAgentLoop(AgentLoopBase):
             if closer is not None:
                 closing = self.env.encode_text(closer)
                 text += closer
+        if state.trace is not None:
+            state.trace.turn(sampled, len(ids), closing, getattr(output, "stop_reason", None), max_new)
         attempt = state.current
         transcript.add_model(ids, logprobs, attempt.index)
         if closing:
@@ -295,6 +310,13 @@ class MRSearchAgentLoop(AgentLoopBase):
         low = state.min_global_steps if state.min_global_steps is not None else fallback
         high = state.max_global_steps if state.max_global_steps is not None else low
         metrics = episode_metrics(state, k)
+        _tracer().finish(
+            state.trace,
+            state.request_id,
+            transcript.response_ids[:length],
+            transcript.mask[:length],
+            transcript.attempt_ids[:length],
+        )
         return MRSearchAgentLoopOutput(
             prompt_ids=transcript.prompt_ids,
             response_ids=transcript.response_ids[:length],

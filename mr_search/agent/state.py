@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 
 from mr_search.agent.parsing import TurnAction
 from mr_search.agent.tokens import Transcript
+from mr_search.agent.trace import EpisodeTrace
 
 
 class Phase(enum.Enum):
@@ -49,6 +50,7 @@ class EpisodeState:
     env_turns: int = 0
     min_global_steps: int | None = None
     max_global_steps: int | None = None
+    trace: EpisodeTrace | None = None  # set when MR_SEARCH_TRACE_DIR is (mr_search/agent/trace.py)
 
     @property
     def current(self) -> AttemptRecord:

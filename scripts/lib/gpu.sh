@@ -16,3 +16,8 @@ has_gpu() {
 gpu_name() {
   nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1
 }
+
+# Exit status 0 when $PYTHON can import the top-level module $1 (found, not imported: fast, no CUDA start-up).
+has_module() {
+  "$PYTHON" -c 'import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 1)' "$1" 2>/dev/null
+}

@@ -80,12 +80,65 @@ def test_hf_engine_serves_the_cpu_backends_rollout_on_verls_gpu_platform(run_scr
     assert config["actor_rollout_ref"]["rollout"]["tensor_model_parallel_size"] == 1
 
 
+@pytest.mark.parametrize("engine", ["sglang", "vllm"])
+@pytest.mark.parametrize("preset", ["embedded", "paper"])
+def test_engine_commands_pass_verls_validation(run_script, tmp_path, script_env, engine, preset):
+    """What a GPU node runs: verl's own async server for the engine; without flash_attn, sdpa and no padding removal;
+    SGLang with the backends that ran here (verl's default, flashinfer, needs nvcc)."""
+    command = _dry(
+        run_script,
+        tmp_path,
+        PRESET=preset,
+        ROLLOUT_ENGINE=engine,
+        USE_REMOVE_PADDING="0",
+        MODEL_PATH="/models/m",
+        GPU_MEMORY_UTILIZATION="0.4",
+    )
+    assert f"actor_rollout_ref.rollout.name={engine}" in command
+    assert "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in command
+    sglang_backends = [arg for arg in command if ".engine_kwargs.sglang." in arg]
+    assert sglang_backends == (
+        [
+            "++actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
+            "++actor_rollout_ref.rollout.engine_kwargs.sglang.sampling_backend=pytorch",
+        ]
+        if engine == "sglang"
+        else []
+    )
+    printed = subprocess.run(
+        [*command, "--cfg", "job"], cwd=tmp_path, env=script_env, capture_output=True, text=True, timeout=180
+    )
+    assert printed.returncode == 0, printed.stderr[-3000:]
+    config = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])
+    rollout = config["actor_rollout_ref"]["rollout"]
+    assert rollout["name"] == engine and rollout["gpu_memory_utilization"] == 0.4
+    assert config["actor_rollout_ref"]["model"]["use_remove_padding"] is False
+    assert config["trainer"]["device"] == "cuda"
+    assert rollout["skip_tokenizer_init"] is False, "SGLang needs its tokenizer to stop at </search>"
+
+
+def test_a_missing_engine_fails_before_ray_naming_the_package(run_script, tmp_path):
+    run = run_script(
+        tmp_path / "run",
+        PRESET="embedded",
+        ROLLOUT_ENGINE="vllm",
+        MODEL_PATH="/m",
+        TRAIN_FILE="/t",
+        VAL_FILE="/v",
+        timeout=60,
+    )
+    assert run.returncode != 0
+    assert "needs the vllm package" in run.output and "requirements/gpu-vllm.txt" in run.output
+    assert "ray" not in run.output.lower()
+
+
 @pytest.mark.parametrize(
     ("knobs", "message"),
     [
         ({"ROLLOUT_ENGINE": "trt"}, "use sglang, vllm, cpu or hf"),
         ({"ATTEMPTS": "two"}, "ATTEMPTS=two is not valid"),
         ({"PRESET": "huge"}, "use auto, embedded or paper"),
+        ({"ROLLOUT_ENGINE": "vllm", "USE_REMOVE_PADDING": "maybe"}, "use auto, 1 or 0"),
         ({"NNODES": "two"}, "NNODES=two is not valid"),
         ({"NNODES": "0"}, "NNODES=0 is not valid"),
     ],

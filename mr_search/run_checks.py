@@ -1,0 +1,243 @@
+"""Checks a training run proves from its own output: stops at the tags, token-in/token-out, log-prob agreement,
+per-attempt credit, resume. ``scripts/gpu_check.sh`` runs two steps with the user's engine, then this.
+
+``python -m mr_search.run_checks RUN_DIR`` reads the run folder of ``train_grpo_step.sh`` (``metrics/*.jsonl``, one
+file per launch; ``trace/`` written by the agent loop when ``MR_SEARCH_TRACE_DIR`` is set; ``train.log``), prints one
+row per check (pass / FAIL, what was seen) and, for a failed or crashed run, the likely cause and its fix. Exit status
+1 when a check fails.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import math
+import re
+import shlex
+import sys
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from mr_search.agent.parsing import first_close
+from mr_search.agent.trace import read_traces
+from mr_search.compare.training_log import read_metrics
+
+# The e2e test's bounds on CPU (tests/e2e/test_train_script.py); an engine in bf16 must meet them too.
+MAX_K3_KL: Final = 0.01
+MAX_PROBS_DIFF: Final = 0.01
+K3_KL: Final = "rollout_corr/k3_kl"
+PROBS_DIFF: Final = "training/rollout_probs_diff_mean"
+
+
+@dataclass(frozen=True)
+class Check:
+    name: str
+    passed: bool
+    seen: str
+
+
+@dataclass(frozen=True)
+class Diagnosis:
+    cause: str
+    fix: str
+
+
+# Known failures, first match wins: (pattern in train.log, cause, fix).
+_KNOWN: Final[tuple[tuple[str, str, str], ...]] = (
+    (
+        r"no GPU is usable|NVIDIA-SMI has failed|CUDA driver|no CUDA GPUs are available|Found no NVIDIA driver",
+        "no usable GPU",
+        "run on a node whose `nvidia-smi` lists a GPU and where `python -c 'import torch; "
+        "print(torch.cuda.is_available())'` prints True",
+    ),
+    (
+        r"No module named '(vllm|sglang)[.']|needs the (vllm|sglang) package",
+        "the rollout engine is not installed",
+        "install it: `pip install -r requirements/gpu-vllm.txt` (vLLM) or the two steps of "
+        "requirements/gpu-sglang.txt (SGLang); offline: docs/gpu.md",
+    ),
+    (
+        r"No module named 'flash_attn'|flash_attn.*(not installed|ImportError)|FlashAttention2 has been toggled on",
+        "flash-attn is missing",
+        "`pip install flash-attn --no-build-isolation`, or train without it: USE_REMOVE_PADDING=0 (sdpa attention)",
+    ),
+    (
+        r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory",
+        "out of GPU memory",
+        "lower actor_rollout_ref.rollout.gpu_memory_utilization or ppo_micro_batch_size_per_gpu, keep "
+        "fsdp_config.param_offload/optimizer_offload on, or add GPUs (N_GPUS_PER_NODE)",
+    ),
+    (
+        r"no retrieval service answers|retrieval service (is )?down|search failure rate",
+        "the retrieval service is down",
+        "start it (`bash retrieval_launch.sh`) or point RETRIEVER_URL at one whose /health answers",
+    ),
+    (
+        r"generation (timed out|hung)|engine server (died|exited)",
+        "the rollout engine stopped answering",
+        "see the engine's lines in train.log; the same command resumes from the last checkpoint",
+    ),
+)
+
+
+def diagnose(log: str) -> Diagnosis | None:
+    """The first known failure named in a run's log, else None."""
+    for pattern, cause, fix in _KNOWN:
+        if re.search(pattern, log):
+            return Diagnosis(cause, fix)
+    return None
+
+
+def _model_turn_runs(mask: Sequence[int], ids: Sequence[int]) -> list[int]:
+    return [int(t) for t, m in zip(ids, mask, strict=True) if m]
+
+
+def check_stops(records: Sequence[Mapping[str, Any]], decode: Callable[[Sequence[int]], str], eos: set[int]) -> Check:
+    """Every turn that closed a tag ends at that tag (nothing after it kept) and the engine stopped there."""
+    turns = [turn for record in records for turn in record["turns"]]
+    if not turns:
+        return Check("stops at </search> and </answer>", False, "no traced turns (was MR_SEARCH_TRACE_DIR set?)")
+    tagged = overrun = past_tag = trimmed = unexplained = 0
+    for turn in turns:
+        sampled, kept = turn["sampled"], turn["kept"]
+        text = decode(sampled[:kept])
+        if turn["closing"]:
+            trimmed += 1  # the engine dropped the tag itself; the loop closed it as environment text
+        if first_close(text) is None:
+            ended = kept and (sampled[kept - 1] in eos or len(sampled) >= turn["max_new"])
+            unexplained += not ended and not turn["closing"]
+            continue
+        tagged += 1
+        overrun += len(sampled) > kept
+        past_tag += kept > 1 and first_close(decode(sampled[: kept - 1])) is not None
+    passed = tagged > 0 and overrun == 0 and past_tag == 0 and trimmed == 0 and unexplained == 0
+    seen = (
+        f"{len(turns)} turns, {tagged} closed a tag; engine ran past the tag in {overrun}, a kept token after the tag "
+        f"in {past_tag}, tag trimmed by the engine in {trimmed}, ended without tag/eos/budget in {unexplained}"
+    )
+    return Check("stops at </search> and </answer>", passed, seen)
+
+
+def check_token_in_token_out(records: Sequence[Mapping[str, Any]]) -> Check:
+    """The model tokens of every episode are exactly the engine's sampled ids, in order (no re-tokenization)."""
+    bad = 0
+    tokens = 0
+    for record in records:
+        kept = [t for turn in record["turns"] for t in turn["sampled"][: turn["kept"]]]
+        trained = _model_turn_runs(record["mask"], record["response_ids"])
+        tokens += len(trained)
+        bad += trained != kept[: len(trained)]
+    passed = bool(records) and bad == 0 and tokens > 0
+    return Check(
+        "token-in/token-out", passed, f"{len(records)} episodes, {tokens} model tokens; episodes that differ: {bad}"
+    )
+
+
+def check_logprobs(steps: Mapping[int, Mapping[str, Any]]) -> Check:
+    """Rollout and trainer log-probs agree at every step, and the weights changed before the last one."""
+    if len(steps) < 2:
+        return Check("rollout = trainer log-probs", False, f"{len(steps)} step(s) logged; needs 2 (an update between)")
+    kl = {s: float(d.get(K3_KL, math.nan)) for s, d in steps.items()}
+    diff = {s: float(d.get(PROBS_DIFF, math.nan)) for s, d in steps.items()}
+    grads = [float(d.get("actor/grad_norm", 0.0)) for s, d in sorted(steps.items())[:-1]]
+    updated = any(g > 0 for g in grads)
+    ok = all(k < MAX_K3_KL for k in kl.values()) and all(d < MAX_PROBS_DIFF for d in diff.values()) and updated
+    seen = (
+        f"{K3_KL} max {max(kl.values()):.2e} (< {MAX_K3_KL}), {PROBS_DIFF} max {max(diff.values()):.2e} "
+        f"(< {MAX_PROBS_DIFF}); non-zero update before the last step: {updated}"
+    )
+    return Check("rollout = trainer log-probs (weights reach the engine)", ok, seen)
+
+
+def check_attempts(steps: Mapping[int, Mapping[str, Any]], attempts: int) -> Check:
+    """Per-attempt metrics every step; some attempt-level advantage is non-zero."""
+    keys = {k: f"mr_search/attempt_{k}/reward_mean" for k in range(1, attempts + 1)}
+    missing = [(s, k) for s, d in steps.items() for k, key in keys.items() if key not in d]
+    nonzero = {
+        k: max((float(d.get(f"mr_search/attempt_{k}/adv_nonzero_frac", 0.0)) for d in steps.values()), default=0.0)
+        for k in range(1, attempts + 1)
+    }
+    passed = bool(steps) and not missing and any(v > 0 for v in nonzero.values())
+    fracs = ", ".join(f"@{k} {v:.2f}" for k, v in nonzero.items())
+    seen = f"missing (step, k): {missing[:4]}; non-zero adv: {fracs}"
+    return Check("per-attempt metrics and advantages", passed, seen)
+
+
+def check_resume(run_dir: Path) -> Check | None:
+    """A later launch starts right after the step the earlier one saved; None with one launch."""
+    launches = []
+    for path in sorted((run_dir / "metrics").glob("*.jsonl")):
+        steps = [int(json.loads(line)["step"]) for line in path.read_text().splitlines() if line.strip()]
+        if steps:
+            launches.append(steps)
+    if len(launches) < 2:
+        return None
+    ok = all(later[0] == earlier[-1] + 1 for earlier, later in itertools.pairwise(launches))
+    return Check("resume continues at the saved step", ok, " then ".join(f"steps {s[0]}-{s[-1]}" for s in launches))
+
+
+def model_path(run_dir: Path) -> str | None:
+    """The policy the run trained (``actor_rollout_ref.model.path`` in ``command.txt``)."""
+    command = run_dir / "command.txt"
+    if not command.exists():
+        return None
+    for word in shlex.split(command.read_text()):
+        if word.startswith("actor_rollout_ref.model.path="):
+            return word.split("=", 1)[1]
+    return None
+
+
+def run_checks(run_dir: Path, attempts: int, model: str | None = None) -> list[Check]:
+    from transformers import AutoTokenizer
+
+    steps = read_metrics(run_dir)
+    records = read_traces(run_dir / "trace") if (run_dir / "trace").is_dir() else []
+    path = model or model_path(run_dir)
+    if path is None:
+        raise ValueError(f"{run_dir}/command.txt names no model; pass --model")
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    eos = set(tokenizer.all_special_ids)
+    checks = [
+        check_stops(records, lambda ids: tokenizer.decode(ids, skip_special_tokens=False), eos),
+        check_token_in_token_out(records),
+        check_logprobs(steps),
+        check_attempts(steps, attempts),
+    ]
+    resume = check_resume(run_dir)
+    return [*checks, *([resume] if resume else [])]
+
+
+def render(checks: Sequence[Check]) -> str:
+    lines = ["| check | result | seen |", "|---|---|---|"]
+    lines += [f"| {c.name} | {'pass' if c.passed else 'FAIL'} | {c.seen} |" for c in checks]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("run_dir", type=Path, help="a train_grpo_step.sh run folder")
+    parser.add_argument("--attempts", type=int, default=3, help="K of the run (default 3)")
+    parser.add_argument("--model", help="tokenizer folder (default: the model in RUN_DIR/command.txt)")
+    args = parser.parse_args(argv)
+    log_path = args.run_dir / "train.log"
+    log = log_path.read_text(errors="replace") if log_path.exists() else ""
+    try:
+        checks = run_checks(args.run_dir, args.attempts, args.model)
+    except (FileNotFoundError, ValueError) as error:
+        print(f"run_checks: {error}", file=sys.stderr)
+        checks = []
+    if checks:
+        table = render(checks)
+        print(table)
+        (args.run_dir / "checks.md").write_text(table + "\n", encoding="utf-8")
+    failed = not checks or not all(c.passed for c in checks)
+    if failed and (found := diagnose(log)):
+        print(f"cause: {found.cause}\nfix:   {found.fix}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

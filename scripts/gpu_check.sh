@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Proves the GPU path on this node: two real MR-Search training steps with your rollout engine on the embedded world,
+# one more after a restart (resume), then the checks of a run as a table (mr_search/run_checks.py):
+#
+#   bash scripts/gpu_check.sh                       # SGLang on one GPU (make gpu-check)
+#   ROLLOUT_ENGINE=vllm N_GPUS_PER_NODE=2 bash scripts/gpu_check.sh
+#
+# The embedded retrieval service is started if none answers at RETRIEVER_URL. Extra arguments are Hydra overrides for
+# both launches. Exit status 1 when a check fails; the cause and its fix are printed below the table.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-python}"
+ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-sglang}"    # sglang | vllm (hf: the transformers rollout, one GPU)
+N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-1}"
+STEPS="${STEPS:-2}"                           # steps of the first launch; the restart adds one
+TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-8}"     # 8 questions x 4: a step without any unequal group is ~0.02% likely
+RUN_DIR="${RUN_DIR:-$ROOT/runs/gpu-check-$ROLLOUT_ENGINE-${N_GPUS_PER_NODE}gpu-$(date +%Y%m%d-%H%M%S)}"
+export PYTHON
+
+# shellcheck source=scripts/lib/gpu.sh
+source "$ROOT/scripts/lib/gpu.sh"
+
+fail() {  # cause, fix
+  printf '| check | result | seen |\n|---|---|---|\n| preflight | FAIL | %s |\ncause: %s\nfix:   %s\n' "$1" "$1" "$2"
+  exit 1
+}
+has_gpu || fail "no usable GPU (nvidia-smi lists none, or torch.cuda.is_available() is False in $PYTHON)" \
+  "run on a GPU node with the NVIDIA driver, in the environment that has torch with CUDA"
+case "$ROLLOUT_ENGINE" in
+  sglang|vllm) has_module "$ROLLOUT_ENGINE" || fail "the $ROLLOUT_ENGINE package is not installed in $PYTHON" \
+    "install requirements/gpu-$ROLLOUT_ENGINE.txt (README: Install on a GPU cluster; offline: docs/gpu.md)" ;;
+  hf) ;;
+  *) fail "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not an engine" "use sglang, vllm or hf" ;;
+esac
+"$PYTHON" -c 'import verl; from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY as r; assert "mr_search" in r' \
+  2>/dev/null || fail "the mr_search plugin is not registered in verl" "pip install -e . (in this environment)"
+has_module flash_attn || echo "gpu_check.sh: flash_attn is not installed; the trainer uses sdpa attention (fine here)"
+
+mkdir -p "$RUN_DIR"
+export MR_SEARCH_TRACE_DIR="$RUN_DIR/trace"
+launch() {  # total steps, then Hydra overrides
+  local total=$1
+  shift
+  PRESET=embedded ROLLOUT_ENGINE="$ROLLOUT_ENGINE" N_GPUS_PER_NODE="$N_GPUS_PER_NODE" RUN_DIR="$RUN_DIR" \
+    TOTAL_STEPS="$total" SAVE_FREQ=1 TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" bash "$ROOT/train_grpo_step.sh" "$@"
+}
+status=0
+launch "$STEPS" "$@" && launch "$((STEPS + 1))" "$@" || status=$?
+"$PYTHON" -m mr_search.run_checks "$RUN_DIR" || status=1
+echo "gpu_check.sh: run folder $RUN_DIR (train.log, checks.md, trace/)"
+exit "$status"
