@@ -61,6 +61,7 @@ GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-}"  # share of GPU memory the 
 USE_REMOVE_PADDING="${USE_REMOVE_PADDING:-auto}"  # sglang/vllm: auto = 1 when flash_attn imports, else 0 (sdpa)
 SGLANG_ATTENTION_BACKEND="${SGLANG_ATTENTION_BACKEND:-triton}"  # verl's default (flashinfer) needs nvcc at first use
 SGLANG_SAMPLING_BACKEND="${SGLANG_SAMPLING_BACKEND:-pytorch}"
+SGLANG_GRAMMAR_BACKEND="${SGLANG_GRAMMAR_BACKEND:-none}"  # the agent loop asks for no structured output: no xgrammar
 
 # --- output ---------------------------------------------------------------------------------------------------------
 RUN_DIR="${RUN_DIR:-}"                        # run folder (checkpoints, metrics, logs); reuse one to resume
@@ -188,6 +189,7 @@ elif [[ "$ROLLOUT_ENGINE" != cpu ]]; then
     overrides+=(
       "++actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=$SGLANG_ATTENTION_BACKEND"
       "++actor_rollout_ref.rollout.engine_kwargs.sglang.sampling_backend=$SGLANG_SAMPLING_BACKEND"
+      "++actor_rollout_ref.rollout.engine_kwargs.sglang.grammar_backend=$SGLANG_GRAMMAR_BACKEND"
     )
   elif [[ "$DRY_RUN" != 1 ]] && ! has_module flashinfer; then
     # vLLM's FlashInfer top-k/top-p sampler needs the flashinfer package; its own sampler needs nothing.

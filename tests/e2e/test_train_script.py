@@ -101,6 +101,7 @@ def test_engine_commands_pass_verls_validation(run_script, tmp_path, script_env,
         [
             "++actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
             "++actor_rollout_ref.rollout.engine_kwargs.sglang.sampling_backend=pytorch",
+        "++actor_rollout_ref.rollout.engine_kwargs.sglang.grammar_backend=none",
         ]
         if engine == "sglang"
         else []
