@@ -10,7 +10,6 @@ from typing import Any, Final
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from tensordict import TensorDict
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
@@ -26,6 +25,7 @@ from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
 from mr_search.trainer.metrics import attempt_statistics, episode_statistics
 from mr_search.trainer.search_health import check_search_failures, search_failures
+from mr_search.trainer.startup import check_training_options, subtree
 
 logger = logging.getLogger(__name__)
 
@@ -67,6 +67,7 @@ class MRSearchTrainer(PPOTrainerSync):
         self.selected_trainer_mode = value  # verl assigns config.trainer.v1.trainer_mode; the mode stays "sync"
 
     def __init__(self, config: Any) -> None:
+        check_training_options(config)  # before any worker starts
         super().__init__(config)
         self.advantage_config = advantage_config_of(config)
         self.retriever_config = retriever_config_of(config)
@@ -185,18 +186,11 @@ class MRSearchTrainer(PPOTrainerSync):
         return advantages
 
 
-def _subtree(config: Any, name: str) -> Any:
-    subtree = OmegaConf.select(config, f"mr_search.{name}", default=None) if OmegaConf.is_config(config) else None
-    if subtree is None and isinstance(config, dict):
-        subtree = config.get("mr_search", {}).get(name)
-    return subtree
-
-
 def advantage_config_of(config: Any) -> AdvantageConfig:
     """Reads ``mr_search.advantage`` from the training config (absent -> the paper defaults)."""
-    return AdvantageConfig.from_config(_subtree(config, "advantage"))
+    return AdvantageConfig.from_config(subtree(config, "advantage"))
 
 
 def retriever_config_of(config: Any) -> RetrieverConfig:
     """Reads ``mr_search.retriever`` from the training config (absent -> the defaults)."""
-    return RetrieverConfig.from_config(_subtree(config, "retriever"))
+    return RetrieverConfig.from_config(subtree(config, "retriever"))
