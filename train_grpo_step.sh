@@ -3,7 +3,7 @@
 #
 #   bash train_grpo_step.sh                         # no GPU: the embedded default on CPU (`make quickstart`)
 #   MODEL_PATH=Qwen/Qwen2.5-7B TRAIN_FILE=... VAL_FILE=... bash train_grpo_step.sh   # on GPUs: the paper recipe
-#   ATTEMPTS=1 bash train_grpo_step.sh              # the K = 1 baseline (Search-R1 GRPO), same script
+#   ATTEMPTS=1 bash train_grpo_step.sh              # the K = 1 baseline (the same estimator at K = 1), same script
 #   PRESET=embedded bash train_grpo_step.sh         # the embedded run on a GPU machine: one GPU, no SGLang (hf)
 #   RUN_DIR=runs/<name> bash train_grpo_step.sh     # continue that run from its last checkpoint
 #   bash train_grpo_step.sh trainer.save_freq=10    # any other setting: Hydra overrides, passed through
@@ -41,7 +41,7 @@ RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"  # seconds to wait for
 ATTEMPTS="${ATTEMPTS:-}"                      # K attempts per meta-episode (paper: 3); 1 = Search-R1 baseline
 GAMMA="${GAMMA:-}"                            # discount over later attempts (paper: 1.0; ablation: 0)
 GROUP_SIZE="${GROUP_SIZE:-}"                  # n trajectories per question (paper: 5; embedded: 4)
-ADV_ESTIMATOR="${ADV_ESTIMATOR:-}"            # empty: mr_search, or verl's grpo when ATTEMPTS=1
+ADV_ESTIMATOR="${ADV_ESTIMATOR:-mr_search}"   # mr_search at any K (grpo: Search-R1's own estimator at K = 1)
 LR="${LR:-}"                                  # actor learning rate (paper: 1e-6)
 
 # --- batch and length -----------------------------------------------------------------------------------------------
@@ -100,10 +100,8 @@ fi
 if ! [[ "$NNODES" =~ ^[1-9][0-9]*$ ]]; then
   die "NNODES=$NNODES is not valid; use a whole number >= 1 (> 1 joins the Ray cluster started with ray start)"
 fi
-if [[ -z "$ADV_ESTIMATOR" ]]; then
-  # K = 1 is plain Search-R1: verl's GRPO on single attempts (the attempt-level estimator equals it there).
-  if [[ "$ATTEMPTS" == 1 ]]; then ADV_ESTIMATOR=grpo; else ADV_ESTIMATOR=mr_search; fi
-fi
+# The K = 1 baseline keeps the mr_search estimator: the same method at K = 1 (leave-one-out baseline, no std
+# division, verl's rloo), so a comparison differs in K alone. verl's grpo (Search-R1's) divides by the group std.
 
 if [[ -z "$RUN_DIR" ]]; then
   RUN_DIR="$ROOT/runs/${PRESET}-k${ATTEMPTS:-3}-$(date +%Y%m%d-%H%M%S)"

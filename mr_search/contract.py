@@ -13,8 +13,8 @@ For one trajectory (row) with ``L`` response tokens and ``K`` configured attempt
   start of attempt ``s`` belongs to attempt ``s``. After padding, positions past the row's length
   hold ``PAD_ATTEMPT_ID`` (-1), never 0.
 * ``ATTEMPT_REWARDS`` -- float32 ``[K]``: the reward of each attempt (0.0 where absent).
-* ``ATTEMPT_PRESENT`` -- int64 ``[K]``: 1 where the attempt started (has at least one response
-  token after truncation to the response budget), 0 where the meta-episode ended before it.
+* ``ATTEMPT_STATUS`` -- int64 ``[K]``: how each attempt ended, an ``AttemptStatus`` code. The advantage
+  decides from it which attempts count (``mr_search.advantage.credited_attempts``).
 
 These three are the whole contract: the advantage never reads rewards from token positions, so a
 zero reward is never confused with "no reward".
@@ -22,11 +22,31 @@ zero reward is never confused with "no reward".
 
 from __future__ import annotations
 
+import enum
 from typing import Final
+
+
+class AttemptStatus(enum.IntEnum):
+    """How an attempt of a meta-episode ended."""
+
+    ABSENT = 0
+    """It never ran and carries nothing (verl's padding rows; attempts beyond a row's K)."""
+    COMPLETE = 1
+    """It ended by its own rules: an answer, or its turns ran out."""
+    TRUNCATED = 2
+    """It could not complete: the response budget ran out during it, or left no room to start it."""
+    CARRIED = 3
+    """It was skipped by the early stop after a correct attempt, whose reward it carries."""
+
 
 ATTEMPT_IDS: Final = "mr_attempt_ids"
 ATTEMPT_REWARDS: Final = "mr_attempt_rewards"
-ATTEMPT_PRESENT: Final = "mr_attempt_present"
+ATTEMPT_STATUS: Final = "mr_attempt_status"
 PAD_ATTEMPT_ID: Final = -1
 
-COLUMNS: Final = (ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_PRESENT)
+# Not a column: the key of each trajectory's search record in its ``extra_fields``,
+# ``{"run": searches sent, "failed": of them failed after retries, "last_error": str | None}``; the trainer stops
+# a run whose step fails too many (``mr_search.trainer.search_health``).
+SEARCH_RECORD: Final = "mr_search_searches"
+
+COLUMNS: Final = (ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS)

@@ -7,10 +7,12 @@ import logging
 import random
 import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import aiohttp
+
+from mr_search.config_checks import check_fields, from_mapping
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +32,9 @@ class RetrieverConfig:
         max_connections: size of the shared connection pool.
         return_scores: ask for scores; True by default because the reference server answers 500
             when it is False.
+        max_failure_rate: the share of a training step's searches that may still fail after the retries; past
+            it the trainer stops the run, naming the URL and the last error (1.0 never stops). Failed searches
+            below it are trained on like any turn (the observation tells the model the search failed).
     """
 
     url: str = "http://127.0.0.1:8000/retrieve"
@@ -39,8 +44,10 @@ class RetrieverConfig:
     backoff_max_s: float = 8.0
     max_connections: int = 256
     return_scores: bool = True
+    max_failure_rate: float = 0.2
 
     def __post_init__(self) -> None:
+        check_fields(self, "mr_search.retriever")
         if not self.url.startswith(("http://", "https://")):
             raise ValueError(f"mr_search.retriever.url={self.url!r} must start with http:// or https://")
         if self.timeout_s <= 0:
@@ -53,17 +60,15 @@ class RetrieverConfig:
             )
         if self.max_connections < 1:
             raise ValueError(f"mr_search.retriever.max_connections={self.max_connections} must be >= 1")
+        if not 0.0 <= self.max_failure_rate <= 1.0:
+            raise ValueError(
+                f"mr_search.retriever.max_failure_rate={self.max_failure_rate} must be in [0, 1] (1.0: never stop)"
+            )
 
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> RetrieverConfig:
         """Builds the config from the ``mr_search.retriever`` subtree; unknown keys are an error."""
-        if config is None:
-            return cls()
-        valid = {f.name for f in fields(cls)}
-        unknown = sorted(set(config) - valid)
-        if unknown:
-            raise ValueError(f"mr_search.retriever: unknown key(s) {unknown}; valid keys are {sorted(valid)}")
-        return cls(**{key: config[key] for key in config})
+        return from_mapping(cls, config, "mr_search.retriever")
 
 
 class RetrievalError(RuntimeError):

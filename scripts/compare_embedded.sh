@@ -131,7 +131,7 @@ meta = {
     "machine": "$machine",
     "steps": $STEPS,
     "MR-Search": "K=$ATTEMPTS, mr_search loop + estimator (gamma 1, leave-one-out), batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE",
-    "baseline": "K=1, verl grpo estimator, batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, more steps to match tokens",
+    "baseline": "K=1, mr_search estimator (leave-one-out, as MR-Search), batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, more steps to match tokens",
     "learning rate": "$LR",
     "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE; $MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode; outcome feedback $feedback_said",
     "warm start": "$WARM",

@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Final
 
+from mr_search.config_checks import check_fields, from_mapping
+
+SECTION: Final = "mr_search.advantage"
 BASELINES: Final = ("loo", "grpo")
+TRUNCATED_MODES: Final = ("absent", "zero")
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,11 @@ class AdvantageConfig:
         outcome_only: give every attempt of a trajectory the advantage of its final outcome (the reward of its
             last present attempt, compared across the group with the same baseline) instead of per-attempt
             credit: the "outcome only" comparison. ``gamma`` plays no part then.
+        truncated: how an attempt that could not complete counts, whether the response budget cut it mid-way or
+            left no room to start it (``mr_search.contract.AttemptStatus.TRUNCATED``): ``absent`` (default) as
+            if it had not taken place (no reward, no part in the baseline, nothing flows back to earlier attempts,
+            its tokens get advantage 0); ``zero`` as a present attempt with reward 0 (the original code's
+            accident for a cut attempt, now applied to both cases).
     """
 
     gamma: float = 1.0
@@ -35,27 +43,14 @@ class AdvantageConfig:
     epsilon: float = 1e-6
     shaping: float = 0.0
     outcome_only: bool = False
+    truncated: str = "absent"
 
     def __post_init__(self) -> None:
-        if self.baseline not in BASELINES:
-            raise ValueError(
-                f"mr_search.advantage.baseline={self.baseline!r} is not valid; choose one of {list(BASELINES)}"
-            )
-        if isinstance(self.gamma, bool) or not isinstance(self.gamma, (int, float)) or not 0.0 <= self.gamma <= 1.0:
+        check_fields(self, SECTION, {"baseline": BASELINES, "truncated": TRUNCATED_MODES})
+        if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"mr_search.advantage.gamma={self.gamma!r} is not valid; use a number in [0, 1]")
-        if isinstance(self.epsilon, bool) or not isinstance(self.epsilon, (int, float)) or not self.epsilon > 0:
+        if not self.epsilon > 0:
             raise ValueError(f"mr_search.advantage.epsilon={self.epsilon!r} is not valid; use a number > 0")
-        if (
-            isinstance(self.shaping, bool)
-            or not isinstance(self.shaping, (int, float))
-            or not math.isfinite(self.shaping)
-        ):
-            raise ValueError(
-                f"mr_search.advantage.shaping={self.shaping!r} is not valid; use a finite number (0 = off)"
-            )
-        for name in ("std_normalize", "outcome_only"):
-            if not isinstance(getattr(self, name), bool):
-                raise ValueError(f"mr_search.advantage.{name}={getattr(self, name)!r} is not valid; use true or false")
         if self.std_normalize and self.baseline != "grpo":
             raise ValueError(
                 "mr_search.advantage.std_normalize=true needs baseline=grpo (the leave-one-out baseline is never "
@@ -72,24 +67,4 @@ class AdvantageConfig:
         Raises:
             ValueError: on an unknown key (the message lists the valid ones) or an invalid value.
         """
-        if config is None:
-            return cls()
-        if not isinstance(config, Mapping):
-            try:  # an OmegaConf DictConfig is not a Mapping subclass
-                from omegaconf import DictConfig, OmegaConf
-
-                if isinstance(config, DictConfig):
-                    config = OmegaConf.to_container(config, resolve=True)
-            except ImportError:  # pragma: no cover - omegaconf ships with verl
-                pass
-        if not isinstance(config, Mapping):
-            raise ValueError(f"mr_search.advantage must be a mapping of options, got {type(config).__name__}")
-        valid = [f.name for f in fields(cls)]
-        unknown = sorted(set(config) - set(valid))
-        if unknown:
-            raise ValueError(f"unknown key(s) {unknown} under mr_search.advantage; valid keys: {valid}")
-        values = dict(config)
-        for name in ("gamma", "epsilon", "shaping"):
-            if isinstance(values.get(name), int) and not isinstance(values.get(name), bool):
-                values[name] = float(values[name])
-        return cls(**values)
+        return from_mapping(cls, config, SECTION)

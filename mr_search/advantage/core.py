@@ -148,12 +148,15 @@ def attempt_advantages(
         raise ValueError(f"gamma={gamma!r} is not valid; use a number in [0, 1]")
     if not rewards.dtype.is_floating_point:
         rewards = rewards.to(torch.float32)
+    out_dtype = rewards.dtype
+    # float64 inside: a float32 baseline leaves +-6e-8 where later advantages cancel (see _discounted_sums).
+    rewards = rewards.to(torch.float64)
     num_rows, num_attempts = rewards.shape
     present = present.to(device=rewards.device, dtype=torch.bool)
     codes, num_groups = group_codes(group_ids, num_rows, rewards.device)
     zero = torch.zeros_like(rewards)
     if num_rows == 0 or num_attempts == 0:
-        return zero
+        return zero.to(out_dtype)
 
     shaped = torch.where(present, rewards, zero)
     if shaping != 0.0:
@@ -167,21 +170,33 @@ def attempt_advantages(
         last = (present.to(torch.int64) * positions).argmax(dim=1, keepdim=True)
         final = shaped.gather(1, last)
         relative = _relative_rewards(final, any_present, codes, num_groups, baseline, std_normalize, epsilon)
-        return torch.where(present, relative.expand(-1, num_attempts), zero)
+        return torch.where(present, relative.expand(-1, num_attempts), zero).to(out_dtype)
 
     relative = _relative_rewards(shaped, present, codes, num_groups, baseline, std_normalize, epsilon)
-    if num_attempts > 1 and gamma != 0.0:
-        steps = torch.arange(num_attempts, device=rewards.device)
-        lag = steps[:, None] - steps[None, :]  # [s', s] = s' - s
-        discount = torch.where(
-            lag >= 0, torch.tensor(gamma, dtype=rewards.dtype, device=rewards.device) ** lag.clamp(min=0), 0.0
-        ).to(rewards.dtype)
-        # A[b, s] = sum_s' r~[b, s'] discount[s', s]: a broadcast product, as a [B, K] x [K, K] BLAS call costs
-        # more in thread start-up than it computes.
-        advantages = (relative[:, :, None] * discount[None, :, :]).sum(dim=1)
-    else:
-        advantages = relative
-    return torch.where(present, advantages, zero)
+    advantages = _discounted_sums(relative, gamma) if num_attempts > 1 and gamma != 0.0 else relative
+    return torch.where(present, advantages, zero).to(out_dtype)
+
+
+def _discounted_sums(relative: torch.Tensor, gamma: float) -> torch.Tensor:
+    """``A[b, s] = sum_{s' >= s} gamma^(s'-s) relative[b, s']`` in float64, exactly 0 where the terms cancel.
+
+    A sum whose value lies within its own rounding-error bound (a few ulps of the sum of the terms' magnitudes)
+    is mathematically 0 for the rewards this estimator sees (sums of a few rationals): it is set to 0 instead of
+    leaving a +-1e-8 residue that float32 would keep, that the actor would train on and that
+    ``adv_nonzero_frac`` would count.
+    """
+    num_attempts = relative.shape[1]
+    values = relative.to(torch.float64)
+    steps = torch.arange(num_attempts, device=relative.device)
+    lag = steps[:, None] - steps[None, :]  # [s', s] = s' - s
+    discount = torch.where(
+        lag >= 0, torch.tensor(gamma, dtype=torch.float64, device=relative.device) ** lag.clamp(min=0), 0.0
+    )
+    # A broadcast product, as a [B, K] x [K, K] BLAS call costs more in thread start-up than it computes.
+    sums = (values[:, :, None] * discount[None, :, :]).sum(dim=1)
+    scale = (values.abs()[:, :, None] * discount[None, :, :]).sum(dim=1)
+    tolerance = 4 * num_attempts * torch.finfo(torch.float64).eps * scale
+    return torch.where(sums.abs() <= tolerance, torch.zeros_like(sums), sums)
 
 
 def _output_buffer(shape: tuple[int, int], dtype: torch.dtype, device: torch.device) -> torch.Tensor:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 from typing import Any, Final
 
 import numpy as np
@@ -10,12 +9,15 @@ import torch
 
 from mr_search.advantage.config import AdvantageConfig
 from mr_search.advantage.core import GroupIds, attempt_advantages, spread_to_tokens
-
-logger = logging.getLogger(__name__)
+from mr_search.advantage.status import credited_attempts
 
 ESTIMATOR_NAME: Final = "mr_search"
 
-_warned_single_attempt = False
+_MISSING_COLUMNS: Final = (
+    "algorithm.adv_estimator=mr_search got no per-attempt columns: it needs the MR-Search trainer, which hands them "
+    "over from the rollout. Set trainer.v1.trainer_mode=mr_search (the MR-Search configs do), or pick one of "
+    "verl's own estimators (grpo, rloo) for single-attempt rows"
+)
 
 
 def compute_mr_search_advantage(
@@ -26,61 +28,53 @@ def compute_mr_search_advantage(
     *,
     attempt_ids: torch.Tensor | None = None,
     attempt_rewards: torch.Tensor | None = None,
-    attempt_present: torch.Tensor | None = None,
+    attempt_status: torch.Tensor | None = None,
     **_: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """verl advantage estimator: per-attempt credit spread over each attempt's tokens.
 
     verl's own ``compute_advantage`` passes only the first four arguments; the MR-Search trainer
     (``trainer.v1.trainer_mode=mr_search``) also passes the per-attempt columns of ``mr_search.contract``.
-    Without them every row is one attempt whose reward is the sum of its token rewards (the K = 1 Search-R1
-    case: baseline ``loo`` equals verl's ``rloo``, ``grpo`` equals verl's ``grpo``).
+    Called without them (verl's own trainer) it raises instead of guessing: treating each row as one attempt
+    would silently train outcome-only credit on meta-episodes.
 
     Args:
-        token_level_rewards: float ``[B, T]``; used only when no attempt columns are given.
+        token_level_rewards: float ``[B, T]``; gives the dtype of the result.
         response_mask: ``[B, T]``, 1 on trained tokens.
         index: ``[B]`` group id (verl ``uid``) of each row.
         config: an ``AdvantageConfig``; anything else (verl's algorithm config) means the paper defaults.
         attempt_ids: int ``[B, T]`` attempt of each token, -1 on padding.
         attempt_rewards: float ``[B, K]`` reward of each attempt.
-        attempt_present: ``[B, K]`` nonzero where the attempt took place.
+        attempt_status: int ``[B, K]`` ``mr_search.contract.AttemptStatus`` of each attempt.
 
     Returns:
         ``(advantages, returns)``, both float ``[B, T]`` and equal (outcome estimators have no critic).
+
+    Raises:
+        ValueError: no group index, or the per-attempt columns are missing.
     """
-    global _warned_single_attempt
     if index is None:
         raise ValueError("the mr_search estimator needs the group index (verl passes data.non_tensor_batch['uid'])")
     options = config if isinstance(config, AdvantageConfig) else AdvantageConfig()
-    given = [x is not None for x in (attempt_ids, attempt_rewards, attempt_present)]
-    if any(given) and not all(given):
-        raise ValueError("pass attempt_ids, attempt_rewards and attempt_present together (mr_search.contract)")
-    if not all(given):
-        if not _warned_single_attempt:
-            logger.warning(
-                "mr_search advantage got no per-attempt columns: each row is treated as ONE attempt (K = 1). "
-                "For meta-episodes select the MR-Search trainer: trainer.v1.trainer_mode=mr_search"
-            )
-            _warned_single_attempt = True
-        attempt_rewards = token_level_rewards.sum(dim=-1, keepdim=True)
-        attempt_present = torch.ones_like(attempt_rewards, dtype=torch.bool)
-        attempt_ids = torch.zeros(response_mask.shape, dtype=torch.int64, device=response_mask.device)
+    if attempt_ids is None or attempt_rewards is None or attempt_status is None:
+        raise ValueError(_MISSING_COLUMNS)
     if isinstance(index, (np.ndarray, list, tuple)):
         index = np.asarray(index, dtype=object)
     with torch.no_grad():
-        per_attempt = per_attempt_advantages(
-            attempt_rewards.to(token_level_rewards.dtype), attempt_present.bool(), index, options
-        )
+        rewards = attempt_rewards.to(token_level_rewards.dtype)
+        per_attempt = per_attempt_advantages(rewards, attempt_status, index, options)
         advantages = spread_to_tokens(per_attempt, attempt_ids, response_mask)
     return advantages, advantages
 
 
 def per_attempt_advantages(
-    rewards: torch.Tensor, present: torch.Tensor, index: GroupIds, options: AdvantageConfig
+    rewards: torch.Tensor, status: torch.Tensor, index: GroupIds, options: AdvantageConfig
 ) -> torch.Tensor:
-    """``attempt_advantages`` with its options taken from an ``AdvantageConfig``: ``[B, K]`` -> ``[B, K]``."""
+    """``attempt_advantages`` over the credited attempts (``credited_attempts``), options from an
+    ``AdvantageConfig``: ``[B, K]`` rewards and statuses -> ``[B, K]`` advantages."""
+    credited, present = credited_attempts(rewards, status, options.truncated)
     return attempt_advantages(
-        rewards,
+        credited,
         present,
         index,
         gamma=options.gamma,

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
+from mr_search.config_checks import check_fields, from_mapping
+
+SECTION = "mr_search.episode"
 CONTEXT_MODES = ("full", "previous_attempt")
 STOP_PARAM_STYLES = ("auto", "vllm", "sglang", "none")
 
@@ -48,16 +51,11 @@ class EpisodeConfig:
     stop_params: str = "auto"
 
     def __post_init__(self) -> None:
+        check_fields(self, SECTION, {"context": CONTEXT_MODES, "stop_params": STOP_PARAM_STYLES})
         for name in ("attempts", "max_turns_per_attempt", "topk", "max_information_tokens", "max_new_tokens_per_turn"):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+            if value < 1:
                 raise ValueError(f"mr_search.episode.{name}={value!r} must be an integer >= 1")
-        if self.context not in CONTEXT_MODES:
-            raise ValueError(f"mr_search.episode.context={self.context!r} is not valid; choose one of {CONTEXT_MODES}")
-        if self.stop_params not in STOP_PARAM_STYLES:
-            raise ValueError(
-                f"mr_search.episode.stop_params={self.stop_params!r} is not valid; choose one of {STOP_PARAM_STYLES}"
-            )
         if self.max_context_tokens is not None and self.max_context_tokens < 2:
             raise ValueError(f"mr_search.episode.max_context_tokens={self.max_context_tokens} must be >= 2 or null")
         if self.reflection_template is not None and not self.reflection_template.strip():
@@ -66,10 +64,4 @@ class EpisodeConfig:
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> EpisodeConfig:
         """Builds the config from the ``mr_search.episode`` subtree (dict or DictConfig); None gives defaults."""
-        if config is None:
-            return cls()
-        valid = {f.name for f in fields(cls)}
-        unknown = sorted(set(config) - valid)
-        if unknown:
-            raise ValueError(f"mr_search.episode: unknown key(s) {unknown}; valid keys are {sorted(valid)}")
-        return cls(**{key: config[key] for key in config})
+        return from_mapping(cls, config, SECTION)

@@ -12,11 +12,12 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from mr_search import prompts
 from mr_search.agent.config import EpisodeConfig
-from mr_search.agent.output import MRSearchAgentLoopOutput, episode_metrics
+from mr_search.agent.output import MRSearchAgentLoopOutput, attempt_statuses, episode_metrics
 from mr_search.agent.parsing import STOP_STRINGS, ActionKind, cut_after_close, parse_turn, unclosed_tag
 from mr_search.agent.state import AttemptRecord, EpisodeState, Phase
 from mr_search.agent.tokens import EnvEncoder, Transcript
 from mr_search.agent.trace import Tracer
+from mr_search.contract import SEARCH_RECORD, AttemptStatus
 from mr_search.retrieval_client import RetrievalClient, RetrieverConfig, SearchOutcome, shared_client
 from mr_search.reward import RewardConfig, exact_match, gold_answers, token_f1
 
@@ -170,7 +171,7 @@ class MRSearchAgentLoop(AgentLoopBase):
             ids = ids[:cut]
             logprobs = logprobs[:cut] if logprobs is not None else None
         closing: list[int] = []
-        if cut is None and ids and len(ids) < max_new and ids[-1] not in self.env.end_ids:
+        if cut is None and ids and self._stopped_at_tag(output, ids, max_new):
             # The backend stopped at the tag and trimmed it: close the tag as environment text.
             closer = unclosed_tag(text)
             if closer is not None:
@@ -189,20 +190,26 @@ class MRSearchAgentLoop(AgentLoopBase):
         return Phase.ACTING
 
     async def _act(self, state: EpisodeState, sampling_params: dict[str, Any]) -> Phase:
-        """Answer ends the attempt; a search gets passages; anything else gets the corrective note."""
+        """Answer ends the attempt; a search gets passages; anything else gets the corrective note.
+
+        On the attempt's last turn neither runs: the attempt has no turn left to read passages or act on a note,
+        so it ends without an answer (every attempt gets the same search budget; the next attempt starts from
+        the reflection turn, not from passages an earlier attempt could not use).
+        """
         attempt, action = state.current, state.action
         assert action is not None
         if action.kind is ActionKind.ANSWER:
             attempt.answer = action.content
             return Phase.ATTEMPT_END
-        turns_left = attempt.turns < self.episode.max_turns_per_attempt
-        # An observation is only worth its tokens (and its search call) if the model reads it later.
-        read_later = turns_left or attempt.index + 1 < self.episode.attempts
         if action.kind is ActionKind.SEARCH:
             attempt.searches += 1
             attempt.queries.append(action.content)
-            if not read_later:
-                return Phase.ATTEMPT_END
+        else:
+            attempt.invalid_turns += 1
+        if attempt.turns >= self.episode.max_turns_per_attempt:
+            return Phase.ATTEMPT_END
+        if action.kind is ActionKind.SEARCH:
+            state.searches_run += 1
             try:
                 outcome = await self.retrieval_client.search(action.content, self.episode.topk)
             except Exception as error:  # a custom client that raises must not end the training step either
@@ -210,18 +217,16 @@ class MRSearchAgentLoop(AgentLoopBase):
                 outcome = SearchOutcome(documents=[], error=str(error) or type(error).__name__)
             if outcome.failed:
                 attempt.search_failures += 1
+                state.last_search_error = outcome.error
                 text = prompts.SEARCH_FAILED_MESSAGE
             else:
                 text = prompts.format_passages(outcome.documents)
             ids = self.env.observation(text, self.episode.max_information_tokens)
         else:
-            attempt.invalid_turns += 1
-            if not read_later:
-                return Phase.ATTEMPT_END
             ids = self.env.note(prompts.INVALID_ACTION_MESSAGE)
         if not self._append_env(state, ids):
             return self._truncate(state)
-        return Phase.GENERATING if turns_left else Phase.ATTEMPT_END
+        return Phase.GENERATING
 
     async def _end_attempt(self, state: EpisodeState, sampling_params: dict[str, Any]) -> Phase:
         attempt = state.current
@@ -229,6 +234,7 @@ class MRSearchAgentLoop(AgentLoopBase):
         if attempt.index + 1 >= self.episode.attempts:
             return Phase.DONE
         if self.episode.early_stop_when_correct and attempt.em >= 1.0:
+            state.stopped_early = True
             return Phase.DONE
         return Phase.REFLECTING
 
@@ -275,8 +281,24 @@ class MRSearchAgentLoop(AgentLoopBase):
 
     def _truncate(self, state: EpisodeState) -> Phase:
         state.truncated = True
+        state.current.truncated = True
         self._score(state, state.current)
         return Phase.DONE
+
+    def _stopped_at_tag(self, output: Any, ids: list[int], max_new: int) -> bool:
+        """Whether the engine ended the turn on a stop string (so a missing closing tag was trimmed by it).
+
+        The engine's own finish reason decides where it gives one: SGLang reports ``stop`` / ``length`` /
+        ``abort`` as verl's ``stop_reason``, the CPU backend puts it in ``extra_fields["finish_reason"]``. verl's
+        vLLM server folds stop and length into ``completed``; then (or with no reason) a turn shorter than its
+        token limit stopped on a string. A turn that ends with a special token (eos) was ended by the model.
+        """
+        if ids[-1] in self.env.end_ids:
+            return False  # the model ended its turn itself
+        reason = (output.extra_fields or {}).get("finish_reason") or getattr(output, "stop_reason", None)
+        if reason in ("stop", "length", "abort", "aborted"):
+            return reason == "stop"
+        return len(ids) < max_new
 
     def _score(self, state: EpisodeState, attempt: AttemptRecord) -> None:
         attempt.em = exact_match(attempt.answer, state.golds)
@@ -299,13 +321,12 @@ class MRSearchAgentLoop(AgentLoopBase):
         transcript = state.transcript
         length = min(transcript.response_len, self.response_length)
         k = self.episode.attempts
-        rewards, present = [0.0] * k, [0] * k
+        rewards = [0.0] * k
         for attempt in state.attempts:
-            if attempt.start < length:
-                rewards[attempt.index] = attempt.reward
-                present[attempt.index] = 1
-        last_present = max((i for i in range(k) if present[i]), default=None)
-        final_reward = rewards[last_present] if last_present is not None else 0.0
+            rewards[attempt.index] = attempt.reward
+        status = attempt_statuses(state, k, length)
+        complete = [i for i in range(k) if status[i] == AttemptStatus.COMPLETE]
+        final_reward = rewards[complete[-1]] if complete else 0.0
         fallback = int(kwargs.get("global_steps", 0) or 0)
         low = state.min_global_steps if state.min_global_steps is not None else fallback
         high = state.max_global_steps if state.max_global_steps is not None else low
@@ -324,7 +345,7 @@ class MRSearchAgentLoop(AgentLoopBase):
             response_logprobs=transcript.logprobs[:length] if transcript.has_logprobs else None,
             attempt_ids=transcript.attempt_ids[:length],
             attempt_rewards=rewards,
-            attempt_present=present,
+            attempt_status=[int(code) for code in status],
             # verl's own reward slot holds the final attempt's reward (the outcome); the advantage
             # reads the per-attempt columns.
             reward_score=final_reward,
@@ -339,7 +360,12 @@ class MRSearchAgentLoop(AgentLoopBase):
                 "mr_search_attempts": [
                     {"index": a.index, "answer": a.answer, "queries": list(a.queries), "reward": a.reward}
                     for a in state.attempts
-                    if present[a.index]
+                    if a.start < length
                 ],
+                SEARCH_RECORD: {
+                    "run": state.searches_run,
+                    "failed": sum(a.search_failures for a in state.attempts),
+                    "last_error": state.last_search_error,
+                },
             },
         )

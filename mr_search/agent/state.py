@@ -33,6 +33,7 @@ class AttemptRecord:
     reward: float = 0.0
     em: float = 0.0
     f1: float = 0.0
+    truncated: bool = False  # the response budget ended it before it could complete
 
 
 @dataclass
@@ -46,6 +47,9 @@ class EpisodeState:
     action: TurnAction | None = None
     last_turn_ended_with_eos: bool = False
     truncated: bool = False
+    stopped_early: bool = False  # mr_search.episode.early_stop_when_correct ended it after a correct attempt
+    searches_run: int = 0
+    last_search_error: str | None = None
     model_turns: int = 0
     env_turns: int = 0
     min_global_steps: int | None = None

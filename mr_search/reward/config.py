@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
+from mr_search.config_checks import check_fields, from_mapping
 from mr_search.reward.scoring import METRICS, extract_answer, gold_answers
 
 
@@ -24,8 +25,7 @@ class RewardConfig:
     format_score: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.metric not in METRICS:
-            raise ValueError(f"mr_search.reward.metric={self.metric!r} is not valid; choose one of {sorted(METRICS)}")
+        check_fields(self, "mr_search.reward", {"metric": sorted(METRICS)})
         if not 0.0 <= self.format_score < 1.0:
             raise ValueError(
                 f"mr_search.reward.format_score={self.format_score} must be in [0, 1): it is paid for a wrong "
@@ -35,13 +35,7 @@ class RewardConfig:
     @classmethod
     def from_config(cls, config: Mapping[str, Any] | None) -> RewardConfig:
         """Builds the config from the ``mr_search.reward`` subtree (a dict or DictConfig); None gives defaults."""
-        if config is None:
-            return cls()
-        valid = {f.name for f in fields(cls)}
-        unknown = sorted(set(config) - valid)
-        if unknown:
-            raise ValueError(f"mr_search.reward: unknown key(s) {unknown}; valid keys are {sorted(valid)}")
-        return cls(**{key: config[key] for key in config})
+        return from_mapping(cls, config, "mr_search.reward")
 
     def score(self, prediction: str | None, golds: list[str]) -> float:
         """The reward of one attempt whose extracted answer is ``prediction`` (None: no answer -> 0)."""

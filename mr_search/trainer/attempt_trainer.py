@@ -10,7 +10,6 @@ from typing import Any, Final
 
 import numpy as np
 import torch
-from omegaconf import OmegaConf
 from tensordict import TensorDict
 from verl.protocol import DataProto
 from verl.trainer.ppo import core_algos
@@ -19,11 +18,14 @@ from verl.trainer.ppo.rollout_corr_helper import compute_rollout_correction_and_
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 from verl.workers.utils.padding import response_to_nested
 
-from mr_search.advantage import ESTIMATOR_NAME, AdvantageConfig, per_attempt_advantages
+from mr_search.advantage import ESTIMATOR_NAME, AdvantageConfig, credited_attempts, per_attempt_advantages
 from mr_search.advantage import register as register_estimator
 from mr_search.contract import COLUMNS
+from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
 from mr_search.trainer.metrics import attempt_statistics, episode_statistics
+from mr_search.trainer.search_health import check_search_failures, search_failures
+from mr_search.trainer.startup import check_training_options, subtree
 
 logger = logging.getLogger(__name__)
 
@@ -65,8 +67,10 @@ class MRSearchTrainer(PPOTrainerSync):
         self.selected_trainer_mode = value  # verl assigns config.trainer.v1.trainer_mode; the mode stays "sync"
 
     def __init__(self, config: Any) -> None:
+        check_training_options(config)  # before any worker starts
         super().__init__(config)
         self.advantage_config = advantage_config_of(config)
+        self.retriever_config = retriever_config_of(config)
         register_estimator()  # normally done by the plugin on `import verl`; a no-op then
 
     def _tq(self) -> Any:
@@ -142,7 +146,9 @@ class MRSearchTrainer(PPOTrainerSync):
         )
         if "extra_fields" not in set(data.keys()):
             return {}
-        return episode_statistics(data.get("extra_fields").tolist(), data.get("uid").tolist())
+        extra_fields, uids = data.get("extra_fields").tolist(), data.get("uid").tolist()
+        check_search_failures(search_failures(extra_fields, uids), self.retriever_config)
+        return episode_statistics(extra_fields, uids)
 
     def _attempt_advantages(self, data: DataProto, attempts: AttemptBatch, metrics: dict) -> torch.Tensor:
         """Calls the registered estimator with the attempt columns; logs per-attempt statistics."""
@@ -153,7 +159,6 @@ class MRSearchTrainer(PPOTrainerSync):
             # The KL penalty verl put on each token counts towards the reward of the token's attempt.
             penalty = (token_rewards - data.batch["token_level_scores"]) * response_mask
             rewards = rewards + attempt_token_sums(penalty, attempts.attempt_ids, rewards.shape[1])
-            rewards = torch.where(attempts.present, rewards, torch.zeros_like(rewards))
         estimator = core_algos.get_adv_estimator_fn(ESTIMATOR_NAME)
         advantages, _ = estimator(
             token_level_rewards=token_rewards,
@@ -162,15 +167,16 @@ class MRSearchTrainer(PPOTrainerSync):
             config=self.advantage_config,
             attempt_ids=attempts.attempt_ids,
             attempt_rewards=rewards,
-            attempt_present=attempts.present,
+            attempt_status=attempts.status,
         )
         uids = data.non_tensor_batch["uid"]
-        per_attempt = per_attempt_advantages(rewards, attempts.present, uids, self.advantage_config)
+        per_attempt = per_attempt_advantages(rewards, attempts.status, uids, self.advantage_config)
+        credited, present = credited_attempts(rewards, attempts.status, self.advantage_config.truncated)
         metrics.update(
             attempt_statistics(
                 per_attempt,
-                rewards,
-                attempts.present,
+                credited,
+                present,
                 advantages,
                 attempts.attempt_ids,
                 response_mask,
@@ -182,7 +188,9 @@ class MRSearchTrainer(PPOTrainerSync):
 
 def advantage_config_of(config: Any) -> AdvantageConfig:
     """Reads ``mr_search.advantage`` from the training config (absent -> the paper defaults)."""
-    subtree = OmegaConf.select(config, "mr_search.advantage", default=None) if OmegaConf.is_config(config) else None
-    if subtree is None and isinstance(config, dict):
-        subtree = config.get("mr_search", {}).get("advantage")
-    return AdvantageConfig.from_config(subtree)
+    return AdvantageConfig.from_config(subtree(config, "advantage"))
+
+
+def retriever_config_of(config: Any) -> RetrieverConfig:
+    """Reads ``mr_search.retriever`` from the training config (absent -> the defaults)."""
+    return RetrieverConfig.from_config(subtree(config, "retriever"))

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from mr_search.contract import ATTEMPT_IDS, ATTEMPT_PRESENT, ATTEMPT_REWARDS, PAD_ATTEMPT_ID
+from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, PAD_ATTEMPT_ID, AttemptStatus
 
 # verl's synthetic rows that make a batch divisible (verl/trainer/ppo/padding_utils.py) carry a uid starting
 # with this; verl's own uids are uuid4 hex strings, which cannot.
@@ -23,14 +23,14 @@ class AttemptBatch:
 
     Attributes:
         attempt_ids: int64 ``[B, T]`` attempt of each response token; ``PAD_ATTEMPT_ID`` past the row's length.
-        rewards: float32 ``[B, K]`` reward of each attempt (0 where absent).
-        present: bool ``[B, K]`` True where the attempt took place (all False on verl's padding rows).
+        rewards: float32 ``[B, K]`` reward of each attempt as the rollout scored it.
+        status: int64 ``[B, K]`` ``AttemptStatus`` of each attempt (all ``ABSENT`` on verl's padding rows).
         is_padding: bool ``[B]`` True on verl's synthetic padding rows.
     """
 
     attempt_ids: torch.Tensor
     rewards: torch.Tensor
-    present: torch.Tensor
+    status: torch.Tensor
     is_padding: torch.Tensor
 
 
@@ -59,7 +59,7 @@ def attempt_batch_from_columns(
     """Aligns the contract columns (``mr_search.contract``) with the trainer's right-padded response batch.
 
     Args:
-        columns: ``{ATTEMPT_IDS: [B, L_b], ATTEMPT_REWARDS: [B, K], ATTEMPT_PRESENT: [B, K]}`` as TransferQueue
+        columns: ``{ATTEMPT_IDS: [B, L_b], ATTEMPT_REWARDS: [B, K], ATTEMPT_STATUS: [B, K]}`` as TransferQueue
             returns them (jagged nested tensors; padded tensors and lists also accepted).
         response_lengths: ``[B]`` response length of each row (its response mask's length).
         uids: ``[B]`` group uid of each row, used only to recognise verl's synthetic padding rows.
@@ -68,12 +68,12 @@ def attempt_batch_from_columns(
     Returns:
         The batch's ``AttemptBatch``. Attempt ids are padded with -1 (never 0, which is attempt 0) and cut to each
         row's length; padding rows (uid ``pad...``, copies of the first row with a 1-token response) have their
-        copied ids cut to that length and no attempt present.
+        copied ids cut to that length and every attempt ``ABSENT``.
 
     Raises:
         ValueError: a column is missing, or a real row's attempt ids do not have one entry per response token.
     """
-    missing = [name for name in (ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_PRESENT) if name not in columns]
+    missing = [name for name in (ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS) if name not in columns]
     if missing:
         raise ValueError(
             f"per-attempt column(s) {missing} missing from the batch: the rollout must be MR-Search's agent loop "
@@ -87,8 +87,8 @@ def attempt_batch_from_columns(
 
     id_rows = column_rows(columns[ATTEMPT_IDS])
     reward_rows = column_rows(columns[ATTEMPT_REWARDS])
-    present_rows = column_rows(columns[ATTEMPT_PRESENT])
-    for name, rows in ((ATTEMPT_IDS, id_rows), (ATTEMPT_REWARDS, reward_rows), (ATTEMPT_PRESENT, present_rows)):
+    status_rows = column_rows(columns[ATTEMPT_STATUS])
+    for name, rows in ((ATTEMPT_IDS, id_rows), (ATTEMPT_REWARDS, reward_rows), (ATTEMPT_STATUS, status_rows)):
         if len(rows) != num_rows:
             raise ValueError(f"column {name} has {len(rows)} rows, the batch has {num_rows}")
     id_lengths = torch.tensor([row.numel() for row in id_rows], dtype=torch.int64)
@@ -106,10 +106,10 @@ def attempt_batch_from_columns(
     attempt_ids = attempt_ids.masked_fill(beyond, PAD_ATTEMPT_ID)
     num_attempts = max((row.numel() for row in reward_rows), default=0)
     rewards = _pad_rows(reward_rows, num_attempts, 0.0, torch.float32)
-    present = _pad_rows(present_rows, num_attempts, 0, torch.int64).bool()
-    present = present & ~is_padding[:, None]
-    rewards = torch.where(present, rewards, torch.zeros_like(rewards))
-    return AttemptBatch(attempt_ids=attempt_ids, rewards=rewards, present=present, is_padding=is_padding)
+    status = _pad_rows(status_rows, num_attempts, int(AttemptStatus.ABSENT), torch.int64)
+    status = status.masked_fill(is_padding[:, None], int(AttemptStatus.ABSENT))
+    rewards = torch.where(status == AttemptStatus.ABSENT, torch.zeros_like(rewards), rewards)
+    return AttemptBatch(attempt_ids=attempt_ids, rewards=rewards, status=status, is_padding=is_padding)
 
 
 def attempt_token_sums(values: torch.Tensor, attempt_ids: torch.Tensor, num_attempts: int) -> torch.Tensor:

@@ -29,10 +29,12 @@ def test_no_gpu_and_no_settings_select_the_embedded_cpu_run(run_script, tmp_path
     assert "trainer.resume_mode=auto" in command
 
 
-def test_attempts_1_is_the_search_r1_grpo_baseline(run_script, tmp_path):
+def test_attempts_1_is_the_same_method_at_k1(run_script, tmp_path):
     command = _dry(run_script, tmp_path, ATTEMPTS="1")
-    assert "algorithm.adv_estimator=grpo" in command
+    assert "algorithm.adv_estimator=mr_search" in command  # the same estimator: a comparison differs in K alone
     assert "mr_search.episode.attempts=1" in command
+    grpo = _dry(run_script, tmp_path, ATTEMPTS="1", ADV_ESTIMATOR="grpo")  # Search-R1's own estimator, on request
+    assert "algorithm.adv_estimator=grpo" in grpo
 
 
 def test_a_given_model_on_cpu_keeps_the_embedded_sizes(run_script, tmp_path):
@@ -237,7 +239,7 @@ def test_k1_baseline_runs_through_the_same_script(run_script, tmp_path, free_por
         tmp_path / "k1", RETRIEVER_URL=f"http://127.0.0.1:{port}", ATTEMPTS="1", TOTAL_STEPS="1", timeout=900
     )
     assert run.returncode == 0, run.output[-6000:]
-    assert "algorithm.adv_estimator=grpo" in (run.run_dir / "command.txt").read_text()
+    assert "algorithm.adv_estimator=mr_search" in (run.run_dir / "command.txt").read_text()
     assert sorted(run.steps()) == [1]
     summary = (run.run_dir / "summary.md").read_text()
     assert "| step | EM@1 | reward |" in summary, summary

@@ -34,7 +34,7 @@ def test_is_frozen() -> None:
 
 
 def test_unknown_key_lists_the_valid_ones() -> None:
-    with pytest.raises(ValueError, match=r"unknown key\(s\) \['gama'\].*valid keys: \['gamma', 'baseline'"):
+    with pytest.raises(ValueError, match=r"unknown key\(s\) \['gama'\].*valid keys are \['gamma', 'baseline'"):
         AdvantageConfig.from_config({"gama": 0.5})
 
 

@@ -1,4 +1,5 @@
-"""Through verl's own advantage entry: registered as `mr_search`, equal to verl's rloo/grpo when K = 1."""
+"""Through verl's own advantage entry: registered as `mr_search`, equal to verl's rloo/grpo when K = 1, and an
+error (not a fallback) without the per-attempt columns."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from verl.trainer.ppo.ray_trainer import compute_advantage
 
 import mr_search.advantage as advantage
 from mr_search.advantage import ESTIMATOR_NAME, AdvantageConfig, compute_mr_search_advantage
+from mr_search.contract import AttemptStatus
 
 
 def _batch(seed: int, reward_values: tuple[float, ...]) -> DataProto:
@@ -34,6 +36,21 @@ def _batch(seed: int, reward_values: tuple[float, ...]) -> DataProto:
     data = DataProto.from_dict(tensors={"token_level_rewards": token_rewards, "response_mask": mask})
     data.non_tensor_batch["uid"] = uids
     return data
+
+
+def _single_attempt(data: DataProto, config: AdvantageConfig) -> torch.Tensor:
+    """Our estimator on the batch as K = 1 meta-episodes: one complete attempt per row, its reward the row's."""
+    rewards = data.batch["token_level_rewards"].sum(dim=-1, keepdim=True)
+    advantages, _ = compute_mr_search_advantage(
+        token_level_rewards=data.batch["token_level_rewards"],
+        response_mask=data.batch["response_mask"],
+        index=data.non_tensor_batch["uid"],
+        config=config,
+        attempt_ids=torch.zeros_like(data.batch["response_mask"]),
+        attempt_rewards=rewards,
+        attempt_status=torch.full_like(rewards, int(AttemptStatus.COMPLETE), dtype=torch.int64),
+    )
+    return advantages
 
 
 def _advantages(data: DataProto, estimator: object, **kwargs: object) -> torch.Tensor:
@@ -65,7 +82,7 @@ def test_register_is_idempotent_even_after_a_reimport() -> None:
 def test_k1_loo_equals_verl_rloo(seed: int, values: tuple[float, ...]) -> None:
     advantage.register()
     data = _batch(seed, values)
-    ours = _advantages(data, ESTIMATOR_NAME, config=AdvantageConfig(baseline="loo"))
+    ours = _single_attempt(data, AdvantageConfig(baseline="loo"))
     verl = _advantages(data, AdvantageEstimator.RLOO, config=None)
     assert torch.count_nonzero(verl) > 0
     assert torch.allclose(ours, verl, atol=1e-6)
@@ -77,7 +94,7 @@ def test_k1_loo_equals_verl_rloo(seed: int, values: tuple[float, ...]) -> None:
 def test_k1_grpo_equals_verl_grpo(seed: int, std: bool, values: tuple[float, ...]) -> None:
     advantage.register()
     data = _batch(seed, values)
-    ours = _advantages(data, ESTIMATOR_NAME, config=AdvantageConfig(baseline="grpo", std_normalize=std))
+    ours = _single_attempt(data, AdvantageConfig(baseline="grpo", std_normalize=std))
     verl = _advantages(data, AdvantageEstimator.GRPO, norm_adv_by_std_in_grpo=std, config=None)
     assert torch.count_nonzero(verl) > 0
     assert torch.allclose(ours, verl, atol=1e-5)
@@ -94,12 +111,21 @@ def test_attempt_columns_reach_the_estimator() -> None:
         config=AdvantageConfig(gamma=0.0),
         attempt_ids=ids,
         attempt_rewards=torch.tensor([[0.0, 1.0], [0.0, 0.0]]),
-        attempt_present=torch.tensor([[1, 1], [1, 1]]),
+        attempt_status=torch.tensor([[1, 1], [1, 1]]),
     )
     assert advantages.tolist() == [[0.0, 0.0, 0.0, 1.0, 1.0], [0.0, 0.0, -1.0, -1.0, 0.0]]
     assert torch.equal(advantages, returns)
 
 
+def test_without_attempt_columns_it_is_an_error_not_a_fallback() -> None:
+    # algorithm.adv_estimator=mr_search under verl's own trainer (trainer.v1.trainer_mode=sync): verl's
+    # compute_advantage passes no per-attempt columns, and the estimator must refuse rather than train
+    # outcome-only credit on meta-episodes.
+    advantage.register()
+    with pytest.raises(ValueError, match=r"trainer\.v1\.trainer_mode=mr_search"):
+        _advantages(_batch(0, (0.0, 1.0)), ESTIMATOR_NAME, config=None)
+
+
 def test_partial_attempt_columns_are_rejected() -> None:
-    with pytest.raises(ValueError, match="together"):
+    with pytest.raises(ValueError, match="per-attempt columns"):
         compute_mr_search_advantage(torch.zeros(1, 2), torch.ones(1, 2), index=["a"], attempt_rewards=torch.zeros(1, 1))

@@ -17,6 +17,7 @@ from verl.workers.rollout.replica import TokenOutput
 from mr_search import prompts
 from mr_search.agent.config import EpisodeConfig
 from mr_search.agent.loop import MRSearchAgentLoop
+from mr_search.contract import AttemptStatus
 from mr_search.retrieval_client import SearchOutcome
 from mr_search.tiny_model import build_tokenizer
 
@@ -55,8 +56,9 @@ class ScriptedServer:
     """Fake server manager: answers each ``generate`` call with the next scripted text.
 
     Each scripted item is a text, or (text, extra) where extra may set ``eos`` (append eos),
-    ``pad_to`` (repeat the last token up to that many tokens). Log-probs are -(position+1)/100 so
-    tests can check they stay aligned with their tokens.
+    ``pad_to`` (repeat the last token up to that many tokens), ``stop_reason`` (verl's field; default
+    "completed", as verl's vLLM server reports) and ``finish_reason`` (the CPU backend's extra field).
+    Log-probs are -(position+1)/100 so tests can check they stay aligned with their tokens.
     """
 
     def __init__(self, tokenizer: Any, script: list[Any], global_steps: int | None = 7) -> None:
@@ -78,8 +80,11 @@ class ScriptedServer:
         ids = ids[: sampling_params["max_tokens"]]
         self.outputs.append(ids)
         fields = {} if self.global_steps is None else {"global_steps": self.global_steps}
+        if "finish_reason" in extra:
+            fields["finish_reason"] = extra["finish_reason"]
         logprobs = [-(i + 1) / 100 for i in range(len(ids))]
-        return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason="completed", extra_fields=fields)
+        stop_reason = extra.get("stop_reason", "completed")
+        return TokenOutput(token_ids=ids, log_probs=logprobs, stop_reason=stop_reason, extra_fields=fields)
 
 
 class FakeRetriever:
@@ -166,10 +171,16 @@ def assert_consistent(output: Any, response_length: int) -> None:
     assert output.response_logprobs is None or len(output.response_logprobs) == n
     assert all(m in (0, 1) for m in output.response_mask)
     assert output.attempt_ids == sorted(output.attempt_ids)  # attempts are contiguous, in order
-    for k, present in enumerate(output.attempt_present):
-        assert present == int(k in set(output.attempt_ids))
-        if not present:
+    started = set(output.attempt_ids)
+    for k, status in enumerate(output.attempt_status):
+        if k in started:  # an attempt with tokens either completed or was cut
+            assert status in (AttemptStatus.COMPLETE, AttemptStatus.TRUNCATED)
+        else:  # one without: never started for lack of budget, skipped by the early stop, or absent
+            assert status != AttemptStatus.COMPLETE
             assert output.attempt_rewards[k] == 0.0
+    # Once the budget ends the meta-episode, every later attempt is truncated too.
+    cut = [k for k, status in enumerate(output.attempt_status) if status == AttemptStatus.TRUNCATED]
+    assert cut == list(range(cut[0], len(output.attempt_status))) if cut else True
     if output.response_logprobs is not None:
         assert all(not math.isnan(x) for x in output.response_logprobs)
 

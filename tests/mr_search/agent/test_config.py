@@ -31,7 +31,7 @@ def test_from_hydra_subtree() -> None:
         ({"attempts": 0}, "attempts"),
         ({"topk": 1.5}, "topk"),
         ({"max_turns_per_attempt": True}, "max_turns_per_attempt"),
-        ({"context": "last"}, r"\('full', 'previous_attempt'\)"),
+        ({"context": "last"}, r"\['full', 'previous_attempt'\]"),
         ({"stop_params": "tgi"}, "auto"),
         ({"max_context_tokens": 1}, "max_context_tokens"),
         ({"reflection_template": "  "}, "reflection_template"),

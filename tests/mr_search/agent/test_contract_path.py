@@ -39,6 +39,6 @@ async def test_rows_of_different_lengths_stack_like_the_v1_worker(kit: SimpleNam
         assert (padded[i, n:] == contract.PAD_ATTEMPT_ID).all()
     assert batch[contract.ATTEMPT_REWARDS].shape == (2, 3)
     assert batch[contract.ATTEMPT_REWARDS].tolist() == [[0.0, 1.0, 1.0], [1.0, 1.0, 1.0]]
-    assert torch.equal(batch[contract.ATTEMPT_PRESENT], torch.ones(2, 3, dtype=torch.int64))
+    assert torch.equal(batch[contract.ATTEMPT_STATUS], torch.ones(2, 3, dtype=torch.int64))  # all COMPLETE
     masks = batch["response_mask"].to_padded_tensor(padding=0)
     assert masks.shape == padded.shape

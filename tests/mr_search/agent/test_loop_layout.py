@@ -8,6 +8,7 @@ from typing import Any
 import torch
 
 from mr_search import contract, prompts
+from mr_search.contract import AttemptStatus
 
 IM_OPEN_USER = "<|im_end|>\n<|im_start|>user\n"
 IM_OPEN_ASSISTANT = "<|im_end|>\n<|im_start|>assistant\n"
@@ -55,7 +56,7 @@ async def test_full_k3_meta_episode_layout(kit: SimpleNamespace, tokenizer: Any)
     assert output.response_mask == [mask for ids, mask, _ in pieces for _ in ids]
     assert output.attempt_ids == [attempt for ids, _, attempt in pieces for _ in ids]
     assert output.attempt_rewards == [0.0, 1.0, 1.0]
-    assert output.attempt_present == [1, 1, 1]
+    assert output.attempt_status == [AttemptStatus.COMPLETE] * 3
     assert output.reward_score == 1.0
 
     prompt_text = tokenizer.apply_chat_template(kit.row()["raw_prompt"], tokenize=False, add_generation_prompt=True)
@@ -101,7 +102,7 @@ async def test_as_dict_carries_the_contract_columns(kit: SimpleNamespace) -> Non
     assert columns["rollout_log_probs"].shape == ids.shape
     assert columns[contract.ATTEMPT_REWARDS].tolist() == [0.0, 1.0, 0.0]
     assert columns[contract.ATTEMPT_REWARDS].dtype == torch.float32
-    assert columns[contract.ATTEMPT_PRESENT].tolist() == [1, 1, 1]
+    assert columns[contract.ATTEMPT_STATUS].tolist() == [1, 1, 1]
     assert columns["rm_scores"][-1].item() == 0.0  # verl's slot holds the final attempt's reward
     assert set(ids.tolist()) == {0, 1, 2}
     assert "attempt_ids" not in columns and columns["extra_fields"]["max_global_steps"] == 7
@@ -114,7 +115,7 @@ async def test_k1_is_a_single_search_r1_episode(kit: SimpleNamespace, tokenizer:
     info_ids, _ = information(tokenizer, kit, "Freedonia")
     assert output.response_ids == enc(tokenizer, turns[0]) + info_ids + enc(tokenizer, turns[1])
     assert set(output.attempt_ids) == {0}
-    assert output.attempt_rewards == [1.0] and output.attempt_present == [1]
+    assert output.attempt_rewards == [1.0] and output.attempt_status == [AttemptStatus.COMPLETE]
     assert output.reward_score == 1.0
     assert len(server.calls) == 2
     assert "user" not in tokenizer.decode(output.response_ids)  # no reflection turn anywhere
@@ -136,7 +137,10 @@ async def test_early_stop_and_outcome_feedback_options(kit: SimpleNamespace, tok
     )
     output = await loop.run(dict(kit.sampling), **kit.row(["Paris"]))
     assert len(server.calls) == 2
-    assert output.attempt_present == [1, 1, 0] and output.attempt_rewards == [0.0, 1.0, 0.0]
+    # The skipped attempt carries the solved outcome: its status says so, and EM at 3 is the standing answer's.
+    assert output.attempt_status == [AttemptStatus.COMPLETE, AttemptStatus.COMPLETE, AttemptStatus.CARRIED]
+    assert output.attempt_rewards == [0.0, 1.0, 0.0]
+    assert output.extra_fields["reward_extra_info"]["em_at_3"] == 1.0
     text = tokenizer.decode(output.response_ids)
     assert prompts.FEEDBACK_WRONG + prompts.REFLECTION_PROMPT in text
     assert output.reward_score == 1.0
@@ -164,11 +168,11 @@ async def test_more_turns_per_attempt_and_turn_limit(kit: SimpleNamespace) -> No
     assert output.extra_fields["reward_extra_info"]["searches_at_1"] == 5.0
 
 
-async def test_last_turn_search_is_answered_when_another_attempt_follows(kit: SimpleNamespace) -> None:
+async def test_last_turn_search_is_not_run_even_when_another_attempt_follows(kit: SimpleNamespace) -> None:
     script = ["<search>a</search>", "<search>b</search>", "<search>c</search>", "<answer>Paris</answer>"]
     loop, server, retriever = kit.make_loop(script, {"attempts": 2})
     output = await loop.run(dict(kit.sampling), **kit.row())
-    assert [q for q, _ in retriever.queries] == ["a", "b", "c"]  # attempt 2 reads c's passages
+    assert [q for q, _ in retriever.queries] == ["a", "b"]  # attempt 1 has no turn left to read c's passages
     assert output.attempt_rewards == [0.0, 1.0]
     assert len(server.calls) == 4
 

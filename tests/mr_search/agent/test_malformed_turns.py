@@ -21,6 +21,11 @@ CASES: list[tuple[str, str, dict[str, Any], str, str, str]] = [
     ("unclosed_answer_then_eos", "<answer> Paris", {"eos": True}, "invalid", "", "<answer> Paris<|im_end|>"),
     ("search_tag_trimmed_by_backend", "<search> capital", {}, "search", "capital", "<search> capital"),
     ("answer_tag_trimmed_by_backend", "<answer> Paris", {}, "answer", "Paris", "<answer> Paris"),
+    # The engine's stop reason decides whether an open tag was trimmed by it (SGLang: stop / length).
+    ("search_stopped_by_engine", "<search> capital", {"stop_reason": "stop"}, "search", "capital", "<search> capital"),
+    ("search_cut_by_length", "<search> capital", {"stop_reason": "length"}, "invalid", "", "<search> capital"),
+    ("answer_cut_by_length_cpu", "<answer> Paris", {"finish_reason": "length"}, "invalid", "", "<answer> Paris"),
+    ("answer_stopped_cpu", "<answer> Paris", {"finish_reason": "stop"}, "answer", "Paris", "<answer> Paris"),
     ("overlong_turn", "<search> capital", {"pad_to": MAX_NEW}, "invalid", "", None),
     ("two_searches", "<search>a</search><search>b</search>", {}, "search", "a", "<search>a</search>"),
     ("blank_query", "<search>   </search>", {}, "invalid", "", "<search>   </search>"),
@@ -91,7 +96,8 @@ async def test_malformed_turn(
         assert tok.decode(first_turn) == kept
     rest = tok.decode(output.response_ids[n_model:])
     # A backend that trims the stop string leaves the tag open: the loop closes it as environment text.
-    closing = {"answer": "</answer>", "search": "</search>"}.get(action, "") if name.endswith("by_backend") else ""
+    trimmed = name.endswith("by_backend") or "stopped" in name
+    closing = {"answer": "</answer>", "search": "</search>"}.get(action, "") if trimmed else ""
 
     if action == "answer":
         assert len(server.calls) == 1
@@ -115,6 +121,30 @@ async def test_invalid_turns_until_the_attempt_runs_out(kit: SimpleNamespace) ->
     output = await loop.run(dict(kit.sampling), **kit.row())
     # Three invalid turns end attempt 1 without an answer (reward 0); attempt 2 answers by default.
     assert len(server.calls) == 4
-    assert output.attempt_rewards == [0.0, 0.0] and output.attempt_present == [1, 1]
+    assert output.attempt_rewards == [0.0, 0.0] and output.attempt_status == [1, 1]
     assert output.extra_fields["reward_extra_info"]["invalid_turns"] == 3.0
     assert output.extra_fields["mr_search_attempts"][0]["answer"] is None
+
+
+async def test_a_search_on_the_last_turn_of_an_attempt_is_not_run(kit: SimpleNamespace) -> None:
+    # Attempt 1 has two turns: its second turn searches, but no turn is left to read the passages, so the search
+    # is not sent (also not for the next attempt's benefit): the attempt ends without an answer.
+    script = ["<search>first</search>", "<search>last</search>", "<answer>Paris</answer>"]
+    loop, server, retriever = kit.make_loop(script, {"attempts": 2, "max_turns_per_attempt": 2})
+    output = await loop.run(dict(kit.sampling), **kit.row())
+    assert retriever.queries == [("first", 3)]
+    assert len(server.calls) == 3
+    assert output.attempt_rewards == [0.0, 1.0]
+    assert output.extra_fields["reward_extra_info"]["searches_at_1"] == 2.0  # both are counted as written
+    assert output.extra_fields["mr_search_searches"] == {"run": 1, "failed": 0, "last_error": None}
+    text = loop.tokenizer.decode(output.response_ids)
+    assert text.count("<information>") == 1
+
+
+async def test_failed_searches_are_recorded_with_their_error(kit: SimpleNamespace) -> None:
+    loop, _, _ = kit.make_loop(
+        ["<search>q</search>", "<answer>Paris</answer>"], {"attempts": 1}, retriever=kit.FakeRetriever(fail=True)
+    )
+    output = await loop.run(dict(kit.sampling), **kit.row())
+    assert output.extra_fields["mr_search_searches"] == {"run": 1, "failed": 1, "last_error": "HTTP 500"}
+    assert prompts.SEARCH_FAILED_MESSAGE in loop.tokenizer.decode(output.response_ids)

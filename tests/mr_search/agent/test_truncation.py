@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
+from mr_search.contract import AttemptStatus
+
+C, T = AttemptStatus.COMPLETE, AttemptStatus.TRUNCATED
+
 SCRIPT = [
     "<think>need facts</think><search>Freedonia capital</search>",
     "<answer>Lyon</answer>",
@@ -16,7 +20,7 @@ SCRIPT = [
 async def _full_length(kit: SimpleNamespace) -> int:
     loop, _, _ = kit.make_loop(list(SCRIPT))
     output = await loop.run(dict(kit.sampling), **kit.row(["Paris"]))
-    assert output.attempt_present == [1, 1, 1]
+    assert output.attempt_status == [C, C, C]
     return len(output.response_ids)
 
 
@@ -28,11 +32,12 @@ async def test_every_budget_gives_consistent_outputs(kit: SimpleNamespace) -> No
         kit.check(output, budget)
         for call in server.calls:  # a turn never asks for more tokens than the budget has left
             assert len(call["prompt_ids"]) - len(output.prompt_ids) + call["params"]["max_tokens"] <= budget
-        present = output.attempt_present
-        assert present[0] == 1
-        assert present == sorted(present, reverse=True)  # attempts that never started are absent, at the end
+        status = output.attempt_status
+        # Complete attempts, then truncated ones: cut mid-way or never started, one status for both.
+        assert status == [C] * status.count(C) + [T] * status.count(T), budget
         truncated = output.extra_fields["reward_extra_info"]["truncated"]
         assert truncated == (0.0 if budget >= full else 1.0), budget
+        assert (T in status) == (budget < full), budget
 
 
 async def test_no_room_for_the_last_attempt_leaves_it_absent(kit: SimpleNamespace) -> None:
@@ -44,7 +49,7 @@ async def test_no_room_for_the_last_attempt_leaves_it_absent(kit: SimpleNamespac
         response_length=end_of_attempt_2 + 3,
     )
     output = await loop.run(dict(kit.sampling), **kit.row(["Paris"]))
-    assert output.attempt_present == [1, 1, 0]
+    assert output.attempt_status == [C, C, T]  # never started: truncated, the same as cut mid-way
     assert output.attempt_rewards == [0.0, 1.0, 0.0]
     assert output.response_ids == full.response_ids[:end_of_attempt_2]  # no dangling reflection turn
     assert output.reward_score == 1.0  # the last present attempt's reward
@@ -63,7 +68,7 @@ async def test_passages_are_cut_to_the_budget(kit: SimpleNamespace) -> None:
     assert output.response_ids == full.response_ids[:budget]
     assert output.response_mask[first_turn:] == [0] * 10
     assert len(server.calls) == 1
-    assert output.attempt_present == [1] and output.attempt_rewards == [0.0]
+    assert output.attempt_status == [T] and output.attempt_rewards == [0.0]
 
 
 async def test_information_block_is_cut_to_its_token_limit(kit: SimpleNamespace) -> None:
@@ -79,3 +84,17 @@ async def test_information_block_is_cut_to_its_token_limit(kit: SimpleNamespace)
         == enc.information_open + env[len(enc.information_open) : len(enc.information_open) + 5] + enc.information_close
     )
     assert len(env) == len(enc.information_open) + 5 + len(enc.information_close)
+
+
+async def test_an_attempt_cut_mid_way_gets_the_status_of_one_that_never_started(kit: SimpleNamespace) -> None:
+    script = ["<answer>Lyon</answer>", "<search>Freedonia</search>", "<answer>Paris</answer>", "<answer>Paris</answer>"]
+    loop, _, _ = kit.make_loop(list(script))
+    full = await loop.run(dict(kit.sampling), **kit.row(["Paris"]))
+    first_model_token = next(
+        i for i, (k, m) in enumerate(zip(full.attempt_ids, full.response_mask, strict=True)) if k == 1 and m == 1
+    )
+    loop, _, _ = kit.make_loop(list(script), response_length=first_model_token + 1)  # inside attempt 2's first turn
+    output = await loop.run(dict(kit.sampling), **kit.row(["Paris"]))
+    assert 1 in output.attempt_ids  # attempt 2 started and was cut
+    assert output.attempt_status == [C, T, T]
+    assert output.reward_score == 0.0  # the last complete attempt's reward

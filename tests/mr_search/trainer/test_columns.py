@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mr_search.contract import ATTEMPT_IDS, ATTEMPT_PRESENT, ATTEMPT_REWARDS, PAD_ATTEMPT_ID
+from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, PAD_ATTEMPT_ID, AttemptStatus
 from mr_search.trainer.columns import attempt_batch_from_columns, attempt_token_sums
 
 
@@ -13,11 +13,11 @@ def _jagged(rows: list[list[float]], dtype: torch.dtype) -> torch.Tensor:
     return torch.nested.as_nested_tensor([torch.tensor(r, dtype=dtype) for r in rows], layout=torch.jagged)
 
 
-def _columns(ids: list[list[int]], rewards: list[list[float]], present: list[list[int]]) -> dict:
+def _columns(ids: list[list[int]], rewards: list[list[float]], status: list[list[int]]) -> dict:
     return {
         ATTEMPT_IDS: _jagged(ids, torch.int64),
         ATTEMPT_REWARDS: _jagged(rewards, torch.float32),
-        ATTEMPT_PRESENT: _jagged(present, torch.int64),
+        ATTEMPT_STATUS: _jagged(status, torch.int64),
     }
 
 
@@ -26,7 +26,7 @@ def test_attempt_ids_are_padded_with_minus_one_not_attempt_zero() -> None:
     batch = attempt_batch_from_columns(columns, response_lengths=[3, 1], uids=["a", "a"], width=4)
     assert batch.attempt_ids.tolist() == [[0, 0, 1, PAD_ATTEMPT_ID], [0, PAD_ATTEMPT_ID, PAD_ATTEMPT_ID, -1]]
     assert batch.rewards.tolist() == [[1.0, 0.0], [0.0, 0.0]]
-    assert batch.present.tolist() == [[True, True], [True, False]]
+    assert batch.status.tolist() == [[AttemptStatus.COMPLETE] * 2, [AttemptStatus.COMPLETE, AttemptStatus.ABSENT]]
     assert batch.is_padding.tolist() == [False, False]
 
 
@@ -35,7 +35,7 @@ def test_verl_padding_rows_are_cut_to_their_mask_length_and_have_no_attempts() -
     columns = _columns([[0, 0, 1, 1, 2], [0, 0, 1, 1, 2]], [[1.0, 0.0, 1.0]] * 2, [[1, 1, 1]] * 2)
     batch = attempt_batch_from_columns(columns, response_lengths=[5, 1], uids=["u1", "pad0a1b"], width=5)
     assert batch.attempt_ids[1].tolist() == [0, -1, -1, -1, -1]
-    assert batch.present[1].tolist() == [False, False, False]
+    assert batch.status[1].tolist() == [AttemptStatus.ABSENT] * 3
     assert batch.rewards[1].tolist() == [0.0, 0.0, 0.0]
     assert batch.is_padding.tolist() == [False, True]
 
@@ -50,7 +50,7 @@ def test_padded_tensor_and_list_columns_are_accepted() -> None:
     columns = {
         ATTEMPT_IDS: [[0, 1], [0, 0]],
         ATTEMPT_REWARDS: torch.tensor([[0.5, 1.0], [0.0, 0.0]]),
-        ATTEMPT_PRESENT: torch.tensor([[1, 1], [1, 0]]),
+        ATTEMPT_STATUS: torch.tensor([[1, 1], [1, 0]]),
     }
     batch = attempt_batch_from_columns(columns, response_lengths=[2, 2], uids=["a", "a"], width=2)
     assert batch.attempt_ids.tolist() == [[0, 1], [0, 0]]
@@ -65,7 +65,7 @@ def test_a_real_row_with_misaligned_attempt_ids_is_an_error() -> None:
 
 
 def test_missing_columns_name_the_rollout_to_use() -> None:
-    with pytest.raises(ValueError, match=r"mr_attempt_present.*agent loop"):
+    with pytest.raises(ValueError, match=r"mr_attempt_status.*agent loop"):
         attempt_batch_from_columns(
             {ATTEMPT_IDS: [[0]], ATTEMPT_REWARDS: [[1.0]]}, response_lengths=[1], uids=["a"], width=1
         )

@@ -8,8 +8,6 @@ import sys
 
 import pytest
 
-from mr_search.trainer import _AfterImport, _Loader
-
 PROBE = """
 import json, sys
 import verl
@@ -42,25 +40,25 @@ def test_import_verl_registers_estimator_and_trainer() -> None:
     }
 
 
-def test_after_import_hook_runs_its_callback_once_the_module_has_loaded(tmp_path, monkeypatch) -> None:
-    package = tmp_path / "mr_probe_pkg"
+def test_the_trainer_registers_through_the_plugins_one_post_import_mechanism(tmp_path, monkeypatch) -> None:
+    import mr_search.trainer as trainer_package
+    from mr_search import import_hooks
+
+    package = tmp_path / "mr_probe_v1"
     package.mkdir()
     (package / "__init__.py").write_text("VALUE = 41\n")
     monkeypatch.syspath_prepend(str(tmp_path))
+    monkeypatch.setattr(trainer_package, "_V1_PACKAGE", "mr_probe_v1")
     seen: list[int] = []
-
-    def callback() -> None:
-        seen.append(sys.modules["mr_probe_pkg"].VALUE + 1)
-
-    hook = _AfterImport("mr_probe_pkg", callback)
-    sys.meta_path.insert(0, hook)
+    monkeypatch.setattr(trainer_package, "register_now", lambda: seen.append(sys.modules["mr_probe_v1"].VALUE + 1))
+    finders = list(sys.meta_path)
     try:
-        import mr_probe_pkg  # noqa: F401
+        trainer_package.register()
+        assert seen == []
+        assert [f for f in sys.meta_path if f not in finders] in ([], [import_hooks._finder])  # no finder of its own
+        import mr_probe_v1  # noqa: F401
 
-        assert seen == [42]
-        assert hook not in sys.meta_path  # one-shot
-        assert isinstance(sys.modules["mr_probe_pkg"].__loader__, _Loader)
+        assert seen == [42]  # registered once the package has loaded
     finally:
-        if hook in sys.meta_path:
-            sys.meta_path.remove(hook)
-        sys.modules.pop("mr_probe_pkg", None)
+        import_hooks._pending.pop("mr_probe_v1", None)
+        sys.modules.pop("mr_probe_v1", None)

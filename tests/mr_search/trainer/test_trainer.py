@@ -15,20 +15,20 @@ from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
 from mr_search.advantage import AdvantageConfig, attempt_advantages
 from mr_search.advantage import register as register_estimator
-from mr_search.contract import ATTEMPT_IDS, ATTEMPT_PRESENT, ATTEMPT_REWARDS
-from mr_search.trainer.attempt_trainer import MRSearchTrainer, advantage_config_of
+from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS
+from mr_search.trainer.attempt_trainer import MRSearchTrainer, advantage_config_of, retriever_config_of
 
 # The verl method our _compute_advantage mirrors (verl 0.9.1). If this changes, re-read verl's
 # PPOTrainer._compute_advantage and bring MRSearchTrainer._compute_advantage in line before updating the hash.
 VERL_COMPUTE_ADVANTAGE_SHA256 = "2a4a2aa4a475b228d401959818e0b9019276ce27961c133961de217baa387da7"
 
-# (uid, per-token attempt ids, response mask, attempt rewards, attempt present)
+# (uid, per-token attempt ids, response mask, attempt rewards, attempt status: 1 complete, 2 truncated)
 TRAJECTORIES = {
     "a1": ("A", [0, 0, 0, 1, 1], [1, 1, 0, 1, 1], [0.0, 1.0], [1, 1]),
     "a2": ("A", [0, 0, 1, 1], [1, 0, 1, 1], [0.0, 0.0], [1, 1]),
     "b1": ("B", [0, 1, 1, 1, 1, 1], [1, 0, 1, 1, 0, 1], [1.0, 1.0], [1, 1]),
     "b2": ("B", [0, 0, 1], [1, 1, 1], [0.0, 0.0], [1, 1]),
-    "b3": ("B", [0, 0], [1, 1], [1.0, 0.0], [1, 0]),  # cut short: no second attempt
+    "b3": ("B", [0, 0], [1, 1], [1.0, 0.0], [1, 2]),  # cut short: its second attempt never started
 }
 # METHOD.md §4 by hand (gamma = 1, leave-one-out): group A is the worked example; group B's attempt 1 rewards
 # (1, 0, 1) give (0.5, -1, 0.5), its attempt 2 (b1, b2 only) gives (1, -1).
@@ -36,7 +36,7 @@ EXPECTED = {"a1": [1.0, 1.0], "a2": [-1.0, -1.0], "b1": [1.5, 1.0], "b2": [-2.0,
 
 
 def _row(name: str) -> dict:
-    uid, ids, mask, rewards, present = TRAJECTORIES[name]
+    uid, ids, mask, rewards, status = TRAJECTORIES[name]
     scores = torch.zeros(len(ids))
     scores[-1] = rewards[-1]  # verl's reward manager puts a trajectory score on the last token
     return {
@@ -47,7 +47,7 @@ def _row(name: str) -> dict:
         "ref_log_prob": torch.full((len(ids),), -1.2),
         ATTEMPT_IDS: torch.tensor(ids, dtype=torch.int64),
         ATTEMPT_REWARDS: torch.tensor(rewards, dtype=torch.float32),
-        ATTEMPT_PRESENT: torch.tensor(present, dtype=torch.int64),
+        ATTEMPT_STATUS: torch.tensor(status, dtype=torch.int64),
     }
 
 
@@ -76,6 +76,7 @@ def _trainer(fake_tq, **algorithm) -> MRSearchTrainer:
     trainer = MRSearchTrainer.__new__(MRSearchTrainer)  # the advantage step needs no workers
     trainer.config = config
     trainer.advantage_config = advantage_config_of(config)
+    trainer.retriever_config = retriever_config_of(config)
     trainer.transfer_queue = fake_tq
     return trainer
 
@@ -127,10 +128,10 @@ def test_kl_in_reward_counts_towards_each_attempts_reward(fake_tq, batch: KVBatc
     # KL = old - ref = 0.2 on every trained token, penalty 0.5 * 0.2 = 0.1 per trained token of the attempt.
     rewards, present = [], []
     for name in names:
-        _, ids, mask, attempt_rewards, attempt_present = TRAJECTORIES[name]
+        _, ids, mask, attempt_rewards, attempt_status = TRAJECTORIES[name]
         trained = [sum(m for s2, m in zip(ids, mask, strict=True) if s2 == s) for s in range(2)]
         rewards.append([r - 0.1 * n for r, n in zip(attempt_rewards, trained, strict=True)])
-        present.append(attempt_present)
+        present.append([code == 1 for code in attempt_status])  # the truncated attempt is absent (default)
         assert _written(fake_tq, name, "token_level_rewards")[0] == pytest.approx(-0.1 * mask[0])
     want = attempt_advantages(
         torch.tensor(rewards, dtype=torch.float64),

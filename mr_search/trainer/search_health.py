@@ -1,0 +1,55 @@
+"""Stops a run whose retrieval service keeps failing: a training step's share of failed searches against a limit."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from mr_search.contract import SEARCH_RECORD
+from mr_search.retrieval_client import RetrieverConfig
+
+
+@dataclass(frozen=True)
+class SearchFailures:
+    """A step's searches: how many ran, how many still failed after the client's retries, the last error."""
+
+    run: int
+    failed: int
+    last_error: str | None
+
+    @property
+    def rate(self) -> float:
+        return self.failed / self.run if self.run else 0.0
+
+
+def search_failures(extra_fields: Sequence[Any], uids: Sequence[Any]) -> SearchFailures:
+    """Sums the agent loop's per-trajectory search records of a step (verl's padding rows left out)."""
+    run = failed = 0
+    last_error: str | None = None
+    for fields, uid in zip(extra_fields, uids, strict=True):
+        if not isinstance(fields, dict) or str(uid).startswith("pad"):
+            continue
+        record = fields.get(SEARCH_RECORD)
+        if not isinstance(record, dict):
+            continue
+        run += int(record.get("run", 0))
+        failed += int(record.get("failed", 0))
+        last_error = record.get("last_error") or last_error
+    return SearchFailures(run=run, failed=failed, last_error=last_error)
+
+
+def check_search_failures(failures: SearchFailures, config: RetrieverConfig) -> None:
+    """Raises when more than ``config.max_failure_rate`` of the step's searches failed.
+
+    Raises:
+        RuntimeError: naming the service URL, the share that failed and the last error.
+    """
+    if failures.failed and failures.rate > config.max_failure_rate:
+        raise RuntimeError(
+            f"{failures.failed} of {failures.run} searches of this training step failed after "
+            f"{config.max_retries} retries ({failures.rate:.0%} > mr_search.retriever.max_failure_rate="
+            f"{config.max_failure_rate}); the retrieval service at {config.url} looks down. Last error: "
+            f"{failures.last_error}. Start it (bash retrieval_launch.sh) or fix mr_search.retriever.url, then resume "
+            "the run (RUN_DIR=<run> bash train_grpo_step.sh)."
+        )

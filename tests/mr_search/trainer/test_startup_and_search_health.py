@@ -1,0 +1,55 @@
+"""Start-up refusal of the off-policy short-context options; a step with too many failed searches stops the run."""
+
+from __future__ import annotations
+
+import pytest
+from omegaconf import OmegaConf
+
+from mr_search.contract import SEARCH_RECORD
+from mr_search.retrieval_client import RetrieverConfig
+from mr_search.trainer.search_health import check_search_failures, search_failures
+from mr_search.trainer.startup import check_training_options
+
+
+@pytest.mark.parametrize(
+    ("episode", "named"),
+    [
+        ({"context": "previous_attempt"}, "mr_search.episode.context=previous_attempt"),
+        ({"max_context_tokens": 4096}, "mr_search.episode.max_context_tokens=4096"),
+    ],
+)
+def test_short_context_options_are_refused_for_training(episode: dict, named: str) -> None:
+    config = OmegaConf.create({"mr_search": {"episode": episode}})
+    with pytest.raises(ValueError, match=rf"{named}.*off-policy.*evaluation"):
+        check_training_options(config)
+
+
+def test_the_paper_settings_pass_and_bad_values_fail_at_start_up() -> None:
+    check_training_options(OmegaConf.create({"mr_search": {"episode": {"attempts": 3}}}))
+    check_training_options(OmegaConf.create({}))
+    with pytest.raises(ValueError, match=r"mr_search.episode.early_stop_when_correct='false'"):
+        check_training_options(OmegaConf.create({"mr_search": {"episode": {"early_stop_when_correct": "false"}}}))
+    with pytest.raises(ValueError, match=r"mr_search.reward.metric"):
+        check_training_options({"mr_search": {"reward": {"metric": "acc"}}})
+
+
+def _fields(run: int, failed: int, error: str | None) -> dict:
+    return {SEARCH_RECORD: {"run": run, "failed": failed, "last_error": error}}
+
+
+def test_a_step_over_the_failure_limit_stops_naming_the_url_and_the_last_error() -> None:
+    config = RetrieverConfig(url="http://search-host:8000/retrieve", max_failure_rate=0.2)
+    rows = [_fields(4, 0, None), _fields(3, 3, "ClientConnectorError: refused"), _fields(3, 0, None)]
+    failures = search_failures(rows, ["u1", "u2", "u3"])
+    assert (failures.run, failures.failed) == (10, 3)
+    with pytest.raises(RuntimeError, match=r"3 of 10 searches.*http://search-host:8000/retrieve.*refused"):
+        check_search_failures(failures, config)
+
+
+def test_a_step_at_or_under_the_limit_goes_on_and_padding_rows_do_not_count() -> None:
+    config = RetrieverConfig(max_failure_rate=0.2)
+    rows = [_fields(8, 1, "HTTP 500"), _fields(2, 1, "HTTP 500"), _fields(5, 5, "copied")]
+    failures = search_failures(rows, ["u1", "u2", "pad01"])  # verl's padding row copies a real row's fields
+    assert (failures.run, failures.failed) == (10, 2)
+    check_search_failures(failures, config)  # 20% is not over 20%
+    check_search_failures(search_failures([_fields(1, 1, "x")], ["u"]), RetrieverConfig(max_failure_rate=1.0))
