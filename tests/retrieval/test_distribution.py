@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -102,7 +103,9 @@ def test_installed_alone_it_serves_the_embedded_default(tmp_path: Path, launch, 
     site = Path(subprocess.check_output([py, "-c", purelib], text=True, env=env).strip())
     (site / "outer.pth").write_text(sysconfig.get_paths()["purelib"] + "\n")
     (site / "sitecustomize.py").write_text(BLOCKER)
-    pip = [py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(REPO / "retrieval")]
+    source = tmp_path / "retrieval"  # a copy: setuptools builds in the source tree (build/, *.egg-info)
+    shutil.copytree(REPO / "retrieval", source, ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"))
+    pip = [py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", str(source)]
     subprocess.run(pip, check=True, timeout=300, cwd=tmp_path, env=env)
     where = subprocess.check_output(
         [py, "-c", "import mr_search_retrieval as m; print(m.__file__)"], env=env, cwd=tmp_path, text=True
