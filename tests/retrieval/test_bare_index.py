@@ -245,3 +245,31 @@ def test_an_existing_lucene_index_is_served(tmp_path: Path, search_r1: dict, tes
     with test_client_cls(create_app(config)) as client:
         r = client.post("/retrieve", json={"queries": [_query_text(doc)], "topk": 1})
     assert r.json()["result"][0][0]["id"] == doc["id"]
+
+
+def test_an_index_with_metadata_brings_its_own_conventions_unless_flags_say_otherwise(tmp_path: Path) -> None:
+    from mr_search_retrieval.indexes.metadata import IndexMetadata
+
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text('{"id": "0", "contents": "x"}\n')
+    recorded = {"query_prefix": "q: ", "passage_prefix": "", "pooling": "cls", "normalize": False}
+    IndexMetadata(backend="faiss", num_docs=1, corpus=str(corpus), encoder=recorded).write(tmp_path)
+    encoder = _config("--index-dir", str(tmp_path)).encoder
+    assert (encoder.query_prefix, encoder.passage_prefix, encoder.pooling, encoder.normalize) == (
+        "q: ",
+        "",
+        "cls",
+        False,
+    )
+    assert _config("--index-dir", str(tmp_path), "--pooling", "mean", "--normalize").encoder.pooling == "mean"
+
+
+def test_the_embedded_backend_is_faiss_when_installed_else_the_torch_search(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    from mr_search_retrieval.server import embedded_backend
+
+    assert embedded_backend("auto") == "faiss" and embedded_backend("torch") == "torch"
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "faiss" else real(name, *a))
+    assert embedded_backend("auto") == "torch"  # `pip install ./retrieval` without the [faiss] extra
