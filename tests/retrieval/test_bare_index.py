@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -144,11 +145,21 @@ def _launch_fails(env: dict[str, str], *args: str) -> str:
         "RETRIEVER_READY_TIMEOUT": "300",
         **env,
     }
-    out = subprocess.run(
-        ["bash", str(REPO / "retrieval_launch.sh"), *args], env=full_env, capture_output=True, text=True, timeout=150
+    proc = subprocess.Popen(
+        ["bash", str(REPO / "retrieval_launch.sh"), *args],
+        env=full_env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own group: a server that wrongly starts is stopped with its script
     )
-    log = out.stdout + out.stderr
-    assert out.returncode == 1, log[-3000:]
+    try:
+        log, _ = proc.communicate(timeout=150)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGTERM)
+        log, _ = proc.communicate(timeout=60)
+        pytest.fail(f"the server did not stop at start-up:\n{log[-3000:]}")
+    assert proc.returncode == 1, log[-3000:]
     assert "the server exited" in log and "before becoming ready" in log, log[-3000:]
     return log
 
