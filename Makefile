@@ -15,13 +15,15 @@ export MR_SEARCH_CACHE ?= $(CURDIR)/.cache
 setup: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/prepare_embedded.sh
 
-# Re-installs only when pyproject.toml changes. torch==2.13.0 first: on the project's CPU
+# Re-installs only when a pyproject.toml changes. torch==2.13.0 first: on the project's CPU
 # machines that exact version lies on local disk (an unpinned `torch` would pull a CUDA build).
-$(STAMP): pyproject.toml
+# The retrieval service is its own distribution (retrieval/pyproject.toml): named on the same command line, it is
+# what satisfies this project's `[retrieval]` extra (pip takes no relative path from an extra).
+$(STAMP): pyproject.toml retrieval/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "torch==2.13.0"
-	$(PIP) install -q -e ".[retrieval,eval,dev]"
+	$(PIP) install -q -e "./retrieval[faiss]" -e ".[retrieval,eval,dev]"
 	bash scripts/setup_browser.sh
 	touch $(STAMP)
 

@@ -3,8 +3,8 @@
 #
 #   bash retrieval_launch.sh                      # embedded default: built once (cached), served on 127.0.0.1:8000
 #   RETRIEVER_TYPE=bm25 bash retrieval_launch.sh  # BM25 over the embedded default
-#   RETRIEVER_INDEX=/data/e5_flat RETRIEVER_CORPUS=/data/wiki-18.jsonl \
-#     RETRIEVER_ENCODER=/models/e5-base-v2 RETRIEVER_GPUS=0,1 bash retrieval_launch.sh --max-batch-size 512
+#   RETRIEVER_INDEX=/data/e5_Flat.index RETRIEVER_CORPUS=/data/wiki-18.jsonl \
+#     RETRIEVER_ENCODER=/models/e5-base-v2 RETRIEVER_GPUS=0,1 bash retrieval_launch.sh   # Search-R1's index as it is
 #
 # Every knob is an environment variable; extra arguments go to `mr-search-retrieval` unchanged
 # (see `python -m mr_search_retrieval.server --help`).
@@ -17,9 +17,9 @@ RETRIEVER_PORT="${RETRIEVER_PORT:-8000}"
 # --- data: empty index/corpus = the embedded default (built under $MR_SEARCH_CACHE on first use) ---
 export MR_SEARCH_CACHE="${MR_SEARCH_CACHE:-$HOME/.cache/mr_search}"
 RETRIEVER_TYPE="${RETRIEVER_TYPE:-dense}"             # dense | bm25
-RETRIEVER_INDEX="${RETRIEVER_INDEX:-}"                # directory written by mr-search-build-index
+RETRIEVER_INDEX="${RETRIEVER_INDEX:-}"                # mr-search-build-index's directory, a bare FAISS file, a Lucene dir
 RETRIEVER_CORPUS="${RETRIEVER_CORPUS:-}"              # JSON lines {"id","contents"}; empty: from the index metadata
-RETRIEVER_BACKEND="${RETRIEVER_BACKEND:-faiss}"       # embedded default only: faiss | torch
+RETRIEVER_BACKEND="${RETRIEVER_BACKEND:-auto}"        # embedded default only: auto (faiss if installed) | faiss | torch
 RETRIEVER_INDEX_TYPE="${RETRIEVER_INDEX_TYPE:-Flat}"  # embedded default only: FAISS index_factory string
 
 # --- model ---
@@ -35,7 +35,21 @@ RETRIEVER_QUEUE_SIZE="${RETRIEVER_QUEUE_SIZE:-4096}"
 RETRIEVER_HTTP_WORKERS="${RETRIEVER_HTTP_WORKERS:-0}"  # 0: one process; N: N HTTP fronts + one search worker (GPU: 4)
 RETRIEVER_LANES="${RETRIEVER_LANES:-0}"  # batches computed at once; 0: auto (dense on CPU: one per core, else 1)
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-1800}"  # seconds to wait for /health (first run builds)
-PYTHON="${PYTHON:-$(command -v python || command -v python3)}"  # the env that has mr_search_retrieval
+PYTHON="${PYTHON:-}"  # the env that has mr_search_retrieval; empty: python on PATH if it has it, else ./.venv's
+
+# --- python: the one asked for; else the one on PATH when it has the service; else the project's .venv ---
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+has_service() { [[ -n "$1" ]] && "$1" -c 'import mr_search_retrieval' 2>/dev/null; }
+if [[ -z "$PYTHON" ]]; then
+  PYTHON="$(command -v python || command -v python3 || true)"
+  if ! has_service "$PYTHON" && [[ -x "$ROOT/.venv/bin/python" ]]; then
+    PYTHON="$ROOT/.venv/bin/python"
+  fi
+fi
+if ! has_service "$PYTHON"; then
+  echo "retrieval_launch.sh: ${PYTHON:-no python} has no mr_search_retrieval; make one with \`make setup\` (the project's .venv, used by itself) or \`pip install \"$ROOT/retrieval[faiss]\"\`, or set PYTHON=<a python that has it>" >&2
+  exit 1
+fi
 
 if [[ -n "$RETRIEVER_GPUS" ]]; then
   export CUDA_VISIBLE_DEVICES="$RETRIEVER_GPUS"

@@ -211,7 +211,11 @@ def create_app(config: ServerConfig, loader: Loader = default_loader) -> FastAPI
         executor = ThreadPoolExecutor(max_workers=config.batcher.lanes, thread_name_prefix="mr-search-model")
         loop = asyncio.get_running_loop()
         t0 = time.perf_counter()
-        state.searcher, state.corpus = await loop.run_in_executor(executor, loader, config)
+        try:
+            state.searcher, state.corpus = await loop.run_in_executor(executor, loader, config)
+        except (FileNotFoundError, ValueError, ImportError) as err:  # bad input: one clear line before the traceback
+            logger.error("cannot start the retrieval service: %s", err)
+            raise
         await loop.run_in_executor(executor, state.searcher.search, ["warm up"], 1)
         state.batcher = MicroBatcher(state.searcher.search, config.batcher, executor, metrics)
         state.batcher.start()

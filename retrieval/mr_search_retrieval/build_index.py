@@ -11,7 +11,8 @@ from pathlib import Path
 import numpy as np
 from tqdm import tqdm
 
-from mr_search_retrieval.config import EncoderConfig
+from mr_search_retrieval.config import POOLINGS, EncoderConfig
+from mr_search_retrieval.conventions import Conventions
 from mr_search_retrieval.corpus import CorpusStore
 from mr_search_retrieval.encoders import Encoder, HFEncoder
 from mr_search_retrieval.indexes.metadata import METADATA_FILE, IndexMetadata
@@ -141,10 +142,14 @@ def add_encoder_args(parser: argparse.ArgumentParser) -> None:
     d = EncoderConfig()
     g = parser.add_argument_group("encoder (dense)")
     g.add_argument("--encoder", default=None, help="Hugging Face encoder directory (default: bundled all-MiniLM-L6-v2)")
-    g.add_argument("--query-prefix", default=d.query_prefix, help="prepended to queries (e5: 'query: ')")
-    g.add_argument("--passage-prefix", default=d.passage_prefix, help="prepended to passages (e5: 'passage: ')")
-    g.add_argument("--pooling", default=d.pooling, choices=("mean", "cls", "pooler"))
-    g.add_argument("--no-normalize", action="store_true", help="skip L2 normalisation of embeddings")
+    # Conventions left unset come from the index's metadata.json when serving one, are inferred from the encoder
+    # folder for an index without metadata (conventions.py), and are e5's when building.
+    g.add_argument("--query-prefix", default=None, help=f"prepended to queries (default {d.query_prefix!r}, e5's)")
+    g.add_argument("--passage-prefix", default=None, help=f"prepended to passages (default {d.passage_prefix!r})")
+    g.add_argument("--pooling", default=None, choices=POOLINGS, help=f"default {d.pooling}")
+    g.add_argument(
+        "--normalize", action=argparse.BooleanOptionalAction, default=None, help="L2-normalise embeddings (default)"
+    )
     g.add_argument("--max-length", type=int, default=d.max_length, help="tokens per text")
     g.add_argument("--device", default=d.device, help="encoder device: auto, cpu, cuda, cuda:N")
     g.add_argument("--no-fp16", action="store_true", help="run the encoder in float32 on GPU too")
@@ -163,13 +168,25 @@ def add_encoder_args(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def encoder_config_from_args(args: argparse.Namespace) -> EncoderConfig:
+def flag_conventions(args: argparse.Namespace) -> Conventions:
+    """The encoder conventions given on the command line (None where a flag was not given)."""
+    return Conventions(args.query_prefix, args.passage_prefix, args.pooling, args.normalize)
+
+
+def encoder_config_from_args(args: argparse.Namespace, known: Conventions | None = None) -> EncoderConfig:
+    """Flags first, then `known` (an index's metadata, or what its encoder folder says), then e5's conventions."""
+    d = EncoderConfig()
+    c = (
+        flag_conventions(args)
+        .over(known or Conventions())
+        .over(Conventions(d.query_prefix, d.passage_prefix, d.pooling, d.normalize))
+    )
     return EncoderConfig(
         model_dir=args.encoder,
-        query_prefix=args.query_prefix,
-        passage_prefix=args.passage_prefix,
-        pooling=args.pooling,
-        normalize=not args.no_normalize,
+        query_prefix=c.query_prefix,
+        passage_prefix=c.passage_prefix,
+        pooling=c.pooling,
+        normalize=c.normalize,
         max_length=args.max_length,
         device=args.device,
         fp16=not args.no_fp16,

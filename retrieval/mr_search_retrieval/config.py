@@ -7,6 +7,9 @@ from pathlib import Path
 
 POOLINGS = ("mean", "cls", "pooler")
 RETRIEVERS = ("dense", "bm25")
+# "metadata": a directory mr-search-build-index wrote; "faiss-file": a FAISS index file alone (Search-R1's
+# e5_Flat.index); "lucene": a pyserini/Lucene BM25 index directory (indexes/bare.py).
+INDEX_FORMATS = ("metadata", "faiss-file", "lucene")
 DEVICE_HINT = "'auto', 'cpu', 'cuda' or 'cuda:N'"
 
 
@@ -102,11 +105,15 @@ class LimitsConfig:
 
 @dataclass(frozen=True)
 class ServerConfig:
-    """Everything `create_app` needs. `index_dir` holds the index files and metadata.json."""
+    """Everything `create_app` needs. `index_dir` holds the index files and metadata.json, or is an index another tool
+    built (`index_format`)."""
 
     index_dir: str
     corpus: str
     retriever: str = "dense"
+    index_format: str = "metadata"
+    # Indexes without metadata: corpus passages re-encoded at start-up that must come back at rank 1 (0: no check).
+    self_check_passages: int = 5
     encoder: EncoderConfig = field(default_factory=EncoderConfig)
     batcher: BatcherConfig = field(default_factory=BatcherConfig)
     limits: LimitsConfig = field(default_factory=LimitsConfig)
@@ -122,6 +129,9 @@ class ServerConfig:
 
     def __post_init__(self) -> None:
         _check_choice("retriever", self.retriever, RETRIEVERS)
+        _check_choice("index_format", self.index_format, INDEX_FORMATS)
+        if self.self_check_passages < 0:
+            raise ValueError(f"self_check_passages must be >= 0 (0: no check), got {self.self_check_passages!r}")
         _check_device("index_device", self.index_device)
         _check_positive("default_topk", self.default_topk)
         if self.default_topk > self.limits.max_topk:

@@ -40,6 +40,22 @@ def _scan_offsets(buf: mmap.mmap | bytes, size: int) -> np.ndarray:
     return spans[spans[:, 1] - spans[:, 0] > 1]  # drop blank lines ("" or a lone "\r")
 
 
+def _first_non_object_line(buf: mmap.mmap, spans: np.ndarray) -> int | None:
+    """Index of the first line that is not shaped like a JSON object ({ ... }), or None. Vectorised over the lines'
+    first and last bytes (21M lines: well under a second), so that a line that is not JSON stops the server at
+    start-up, not at the query that returns it; only lines with surrounding whitespace are looked at one by one."""
+    if not len(spans):
+        return None
+    data = np.frombuffer(buf, dtype=np.uint8)
+    odd = np.flatnonzero((data[spans[:, 0]] != ord("{")) | (data[spans[:, 1] - 1] != ord("}")))
+    del data  # a live view of the map would keep it from closing
+    for i in odd.tolist():
+        line = bytes(buf[int(spans[i, 0]) : int(spans[i, 1])]).strip()
+        if not (line.startswith(b"{") and line.endswith(b"}")):
+            return i
+    return None
+
+
 def _offsets_path(corpus: Path, cache_dir: Path | None) -> Path:
     beside = corpus.with_name(corpus.name + ".offsets.npy")
     if os.access(corpus.parent, os.W_OK):
@@ -76,6 +92,14 @@ class CorpusStore:
                 return np.array(spans) if spans.nbytes <= SPANS_IN_RAM_BYTES else np.asarray(spans)
         logger.info("indexing line offsets of %s", self.path)
         spans = _scan_offsets(self._mm, size)
+        bad = _first_non_object_line(self._mm, spans)
+        if bad is not None:  # the offsets are not cached: the check runs again once the file is fixed
+            snippet = bytes(self._mm[int(spans[bad, 0]) : int(min(spans[bad, 1], spans[bad, 0] + 80))])
+            self.close()
+            raise ValueError(
+                f"corpus file {self.path}: line {bad + 1} is not valid JSON (not an object: {snippet!r}); "
+                'every line must be one {"id": ..., "contents": ...} object: fix or remove that line'
+            )
         try:
             sidecar.parent.mkdir(parents=True, exist_ok=True)
             tmp = sidecar.with_name(sidecar.name + f".{os.getpid()}.tmp.npy")

@@ -86,6 +86,10 @@ def load_searcher(
 ) -> Searcher:
     """Load the configured index; fail with a message naming the file when it does not fit corpus or encoder."""
     index_dir = Path(config.index_dir)
+    if config.index_format == "faiss-file":
+        return load_bare_faiss(config, corpus, encoder_factory)
+    if config.index_format == "lucene":
+        return load_lucene(config, corpus)
     meta = IndexMetadata.read(index_dir)
     if meta.retriever != config.retriever:
         raise ValueError(
@@ -112,3 +116,51 @@ def load_searcher(
             "the build was interrupted or files were mixed: rebuild the index"
         )
     return searcher
+
+
+def describe_conventions(config: EncoderConfig) -> str:
+    norm = "L2-normalised" if config.normalize else "not normalised"
+    return (
+        f"query prefix {config.query_prefix!r}, passage prefix {config.passage_prefix!r}, {config.pooling} pooling, "
+        f"{norm}"
+    )
+
+
+def load_bare_faiss(
+    config: ServerConfig, corpus: CorpusStore, encoder_factory: Callable[[EncoderConfig], Encoder] = make_encoder
+) -> DenseSearcher:
+    """A FAISS index file without metadata (Search-R1's e5_Flat.index): its rows are checked against the corpus (from
+    the file's header, before the index loads), its width against the encoder, then a self-check re-encodes a few
+    corpus passages and requires each at rank 1."""
+    from mr_search_retrieval.indexes import bare
+    from mr_search_retrieval.indexes.faiss_index import DEFAULT_SEARCH_PARAMS, FaissIndex
+
+    path = Path(config.index_dir)
+    shape = bare.faiss_file_shape(path)
+    if shape is not None:
+        bare.check_rows(shape[1], path, corpus, bare.WHAT["faiss-file"])
+    encoder = encoder_factory(config.encoder)
+    model = str(getattr(encoder, "model_dir", config.encoder.model_dir))
+    if shape is not None:
+        bare.check_dims(encoder.dim, shape[0], path, model)
+    index = FaissIndex.load_file(path, config.index_device, config.search_params or DEFAULT_SEARCH_PARAMS)
+    bare.check_rows(index.ntotal, path, corpus, bare.WHAT["faiss-file"])
+    bare.check_dims(encoder.dim, index.dim, path, model)
+    if config.self_check_passages:
+        bare.self_check(
+            encoder, index, corpus, config.self_check_passages, path, model, describe_conventions(config.encoder)
+        )
+    return DenseSearcher(encoder, index)
+
+
+def load_lucene(config: ServerConfig, corpus: CorpusStore) -> LexicalSearcher:
+    """A pyserini/Lucene BM25 index directory without metadata: document count and docids checked against the corpus."""
+    from mr_search_retrieval.indexes import bare
+    from mr_search_retrieval.indexes.bm25 import PyseriniIndex
+
+    path = Path(config.index_dir)
+    index = PyseriniIndex(path)
+    bare.check_rows(index.ntotal, path, corpus, bare.WHAT["lucene"])
+    if config.self_check_passages:
+        index.check_docids(corpus, bare.self_check_rows(len(corpus), config.self_check_passages).tolist())
+    return LexicalSearcher(index)

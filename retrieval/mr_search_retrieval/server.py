@@ -55,15 +55,33 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="mr-search-retrieval", description=__doc__)
     b, lim = BatcherConfig(), LimitsConfig()
     g = p.add_argument_group("index and corpus")
-    g.add_argument("--index-dir", type=Path, default=None, help="built by mr-search-build-index (default: embedded)")
+    g.add_argument(
+        "--index-dir",
+        "--index",
+        type=Path,
+        default=None,
+        help="a directory built by mr-search-build-index, a FAISS index file alone (Search-R1's e5_Flat.index: needs "
+        "--corpus and --encoder) or a Lucene index directory (needs --corpus); default: the embedded world",
+    )
     g.add_argument("--corpus", type=Path, default=None, help="JSON lines {'id','contents'} the index was built from")
     g.add_argument("--retriever", default="dense", choices=("dense", "bm25"))
-    g.add_argument("--backend", default="faiss", choices=("faiss", "torch"), help="embedded default's dense backend")
+    g.add_argument(
+        "--backend",
+        default="auto",
+        choices=("auto", "faiss", "torch"),
+        help="embedded default's dense backend; auto: faiss when installed, else the exact torch search",
+    )
     g.add_argument("--index-type", default="Flat", help="embedded default's FAISS index_factory string")
     g.add_argument("--index-device", default="auto", help="dense index: auto (GPU when available), cpu, cuda, cuda:N")
     g.add_argument("--search-params", default="", help="FAISS search parameters, e.g. 'nprobe=64,efSearch=256'")
     g.add_argument("--topk", type=int, default=3, help="passages per query when a request sends topk null")
     g.add_argument("--no-check-encoder", action="store_true", help="serve even if the index names another encoder")
+    g.add_argument(
+        "--self-check-passages",
+        type=int,
+        default=5,
+        help="index without metadata: corpus passages re-encoded at start-up that must come back at rank 1 (0: off)",
+    )
     add_encoder_args(p)
     g = p.add_argument_group("batching")
     g.add_argument("--max-batch-size", type=int, default=b.max_batch_size, help="queries per encode+search")
@@ -136,24 +154,71 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
+def embedded_backend(backend: str) -> str:
+    """--backend auto: FAISS when installed (`pip install "./retrieval[faiss]"`), else the exact torch search."""
+    import importlib.util
+
+    if backend != "auto":
+        return backend
+    return "faiss" if importlib.util.find_spec("faiss") is not None else "torch"
+
+
 def config_from_args(args: argparse.Namespace) -> ServerConfig:
     from mr_search_retrieval.build_index import encoder_config_from_args
+    from mr_search_retrieval.conventions import Conventions
 
-    encoder = encoder_config_from_args(args)
-    index_dir, corpus = args.index_dir, args.corpus
+    index_dir, corpus, retriever, index_format = args.index_dir, args.corpus, args.retriever, "metadata"
+    if args.encoder is not None and not Path(args.encoder).is_dir():
+        raise FileNotFoundError(
+            f"encoder folder {args.encoder} does not exist; pass a Hugging Face model folder (RETRIEVER_ENCODER / "
+            "--encoder), e.g. a download of intfloat/e5-base-v2"
+        )
+    known: Conventions | None = None
     if index_dir is None:
         from mr_search_retrieval.default_index import embedded_corpus, ensure_index
 
         corpus = corpus or embedded_corpus()
-        index_dir = ensure_index(corpus, args.retriever, args.backend, args.index_type, encoder)
-    elif corpus is None:
-        from mr_search_retrieval.indexes.metadata import IndexMetadata
+        encoder = encoder_config_from_args(args)
+        index_dir = ensure_index(corpus, retriever, embedded_backend(args.backend), args.index_type, encoder)
+    else:
+        from mr_search_retrieval.indexes import bare
 
-        corpus = Path(IndexMetadata.read(index_dir).corpus)
+        index_format = bare.index_format(index_dir)
+        if index_format == "metadata":
+            from mr_search_retrieval.indexes.metadata import IndexMetadata
+
+            meta = IndexMetadata.read(index_dir)
+            corpus = corpus or Path(meta.corpus)
+            e = meta.encoder
+            known = Conventions(e.get("query_prefix"), e.get("passage_prefix"), e.get("pooling"), e.get("normalize"))
+        else:
+            what = bare.WHAT[index_format]
+            if corpus is None:
+                raise ValueError(
+                    f"{what} {index_dir} has no metadata naming its corpus: pass the corpus it was built from with "
+                    f"RETRIEVER_CORPUS / --corpus ({bare.SEARCH_R1_HINT})"
+                )
+            if index_format == "lucene":
+                retriever = "bm25"
+            elif retriever != "dense":
+                raise ValueError(f"{what} {index_dir} is a dense index; serve it with --retriever dense")
+            elif args.encoder is None:
+                raise ValueError(
+                    f"{what} {index_dir} has no metadata naming its encoder: pass the encoder folder it was built "
+                    f"with, RETRIEVER_ENCODER / --encoder ({bare.SEARCH_R1_HINT})"
+                )
+            else:
+                from mr_search_retrieval.build_index import flag_conventions
+                from mr_search_retrieval.conventions import infer
+
+                known = infer(Path(args.encoder), flag_conventions(args))
+        encoder = encoder_config_from_args(args, known)
     return ServerConfig(
         index_dir=str(index_dir),
         corpus=str(corpus),
-        retriever=args.retriever,
+        retriever=retriever,
+        index_format=index_format,
+        self_check_passages=args.self_check_passages,
         encoder=encoder,
         batcher=BatcherConfig(args.max_batch_size, args.max_wait_ms, args.queue_size, args.lanes or 1),
         limits=LimitsConfig(args.max_queries_per_request, args.max_query_chars, args.max_topk, args.max_body_bytes),

@@ -42,7 +42,10 @@ def test_several_lanes_are_refused_where_the_searcher_cannot_take_concurrent_cal
 
 
 def test_lanes_reach_the_batcher_config(cpus, tmp_path) -> None:
+    from mr_search_retrieval.indexes.metadata import IndexMetadata
+
     cpus(2)
+    IndexMetadata(backend="faiss", num_docs=1, corpus=str(tmp_path / "c.jsonl")).write(tmp_path)
     args = server.build_parser().parse_args(["--index-dir", str(tmp_path), "--corpus", str(tmp_path / "c.jsonl")])
     args.lanes, args.torch_threads = 2, 1
     assert server.config_from_args(args).batcher.lanes == 2

@@ -68,13 +68,27 @@ class BM25sIndex:
 class PyseriniIndex:
     """Lucene BM25 through pyserini (needs Java). Lucene docids must be the corpus row numbers, as in wiki-18."""
 
-    def __init__(self, lucene_dir: str | Path, num_docs: int) -> None:
+    def __init__(self, lucene_dir: str | Path, num_docs: int | None = None) -> None:
         try:
             from pyserini.search.lucene import LuceneSearcher
         except ImportError as err:
             raise ImportError("backend 'pyserini' needs pyserini and Java: pip install pyserini") from err
         self.searcher = LuceneSearcher(str(lucene_dir))
-        self.ntotal = int(num_docs)
+        self.lucene_dir = Path(lucene_dir)
+        self.ntotal = int(num_docs if num_docs is not None else self.searcher.num_docs)
+
+    def check_docids(self, corpus, rows: Iterable[int]) -> None:
+        """Lucene docid i must be corpus line i (rows a search returns are read from the corpus by number)."""
+        for row in rows:
+            doc = self.searcher.doc(str(row))
+            raw = doc.raw() if doc is not None else None
+            want = corpus.get(int(row))
+            if doc is None or (raw and str(want.get("contents", "")) not in raw and str(want.get("id")) not in raw):
+                raise ValueError(
+                    f"Lucene index {self.lucene_dir} does not match corpus file {corpus.path}: its document {row} "
+                    f"is {'missing' if doc is None else 'another passage'} but must be line {row + 1} of the corpus. "
+                    "Pass the corpus the index was built from (RETRIEVER_CORPUS / --corpus)"
+                )
 
     def search_text(self, queries: list[str], k: int) -> tuple[np.ndarray, np.ndarray]:
         k = min(int(k), self.ntotal)

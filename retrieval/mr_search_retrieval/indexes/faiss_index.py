@@ -83,12 +83,28 @@ class FaissIndex:
         path = Path(index_dir) / INDEX_FILE
         if not path.is_file():
             raise FileNotFoundError(f"FAISS index file {path} does not exist; build it with mr-search-build-index")
-        return cls(_faiss().read_index(str(path)), device=device, search_params=search_params)
+        return cls.load_file(path, device, search_params)
+
+    @classmethod
+    def load_file(cls, path: Path, device: str = "auto", search_params: str = DEFAULT_SEARCH_PARAMS) -> FaissIndex:
+        """Any FAISS index file (ours or another tool's, e.g. Search-R1's e5_Flat.index)."""
+        try:
+            index = _faiss().read_index(str(path))
+        except RuntimeError as err:
+            raise ValueError(f"FAISS cannot read index file {path} ({err}); is it a complete FAISS index?") from err
+        return cls(index, device=device, search_params=search_params)
 
     def save(self, index_dir: Path) -> Path:
         path = Path(index_dir) / INDEX_FILE
         _faiss().write_index(self.index, str(path))
         return path
+
+    def reconstruct(self, rows: np.ndarray) -> np.ndarray | None:
+        """The stored vectors of `rows` (float32 (n, dim)); None where the index type cannot give them back."""
+        try:
+            return np.stack([self.index.reconstruct(int(r)) for r in rows]).astype(np.float32, copy=False)
+        except RuntimeError:
+            return None
 
     def search(self, queries: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         k = min(int(k), self.ntotal)
