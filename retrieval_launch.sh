@@ -53,6 +53,10 @@ fi
 
 if [[ -n "$RETRIEVER_GPUS" ]]; then
   export CUDA_VISIBLE_DEVICES="$RETRIEVER_GPUS"
+elif [[ "$RETRIEVER_DEVICE" == cpu ]]; then
+  # A CPU service sees no GPU: a library it imports could take GPU memory by itself (bm25s imports JAX when it is
+  # installed, and JAX preallocates 75% of every visible GPU: 60 GB of an H100 before a colocated vLLM started).
+  export CUDA_VISIBLE_DEVICES="" JAX_PLATFORMS=cpu
 fi
 
 args=(

@@ -134,14 +134,10 @@ trap 'exit 130' INT
 if [[ "$DRY_RUN" != 1 ]] && ! retrieval_healthy "$RETRIEVER_URL"; then
   if [[ "$START_RETRIEVER" == 1 || ( "$START_RETRIEVER" == auto && "$PRESET" == embedded ) ]]; then
     echo -n "train_grpo_step.sh: "
-    # On a training node the service stays off the GPUs unless RETRIEVER_DEVICE asks for one: hidden from it, since a
-    # library it imports can take GPU memory by itself (bm25s imports JAX when installed, which preallocates 75%).
-    if [[ "${RETRIEVER_DEVICE:-cpu}" == cpu ]]; then
-      CUDA_VISIBLE_DEVICES="" JAX_PLATFORMS=cpu RETRIEVER_DEVICE=cpu \
-        retrieval_start_local "$RETRIEVER_URL" "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
-    else
+    # On a training node the service stays off the GPUs unless RETRIEVER_DEVICE asks for one (retrieval_launch.sh
+    # then hides them from it: a library it imports could otherwise take GPU memory by itself).
+    RETRIEVER_DEVICE="${RETRIEVER_DEVICE:-cpu}" \
       retrieval_start_local "$RETRIEVER_URL" "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
-    fi
   else
     die "no retrieval service answers at $RETRIEVER_URL/health; start one (bash retrieval_launch.sh) or set RETRIEVER_URL"
   fi

@@ -35,4 +35,4 @@ row 'pip install "verl[sglang,verl-core]==0.9.1"' "verl[sglang,verl-core]==0.9.1
 row "pip install -r requirements/gpu-vllm.txt" -r "$ROOT/requirements/gpu-vllm.txt"
 row "pip install -r requirements/gpu-sglang.txt" -r "$ROOT/requirements/gpu-sglang.txt"
 row "pip install --no-deps -r requirements/gpu-sglang-nodeps.txt" --no-deps -r "$ROOT/requirements/gpu-sglang-nodeps.txt"
-row 'pip install ".[retrieval]"' "$ROOT[retrieval]"
+row 'pip install "./retrieval[faiss]" ".[retrieval]"' "$ROOT/retrieval[faiss]" "$ROOT[retrieval]"

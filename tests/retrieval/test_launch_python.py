@@ -73,3 +73,31 @@ def test_outside_the_venv_it_uses_the_projects_venv(tmp_path: Path, dense_index:
         proc.terminate()
         proc.wait(60)
     assert (tmp_path / "venv-used").is_file()
+
+
+@pytest.mark.parametrize(
+    ("knobs", "visible"),
+    [
+        ({"RETRIEVER_DEVICE": "cpu"}, ""),
+        ({"RETRIEVER_DEVICE": "cpu", "RETRIEVER_GPUS": "1"}, "1"),
+        ({"RETRIEVER_DEVICE": "auto"}, "unset"),
+    ],
+)
+def test_a_cpu_service_sees_no_gpu(tmp_path: Path, knobs: dict[str, str], visible: str) -> None:
+    """On a training node a CPU service must take no GPU memory, even through a library that would (JAX)."""
+    root, env = _checkout(tmp_path, with_venv=False)
+    seen = tmp_path / "seen"
+    fake = tmp_path / "service-python"
+    # Has the service (the launcher's check passes), then records what the server process would see and exits.
+    fake.write_text(
+        "#!/bin/sh\n"
+        f'if [ "$1" = "-m" ]; then echo "${{CUDA_VISIBLE_DEVICES-unset}}|${{JAX_PLATFORMS-unset}}" > "{seen}"; fi\n'
+        "exit 0\n"
+    )
+    fake.chmod(0o755)
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env.update(PYTHON=str(fake), **knobs)
+    subprocess.run(["bash", str(root / "retrieval_launch.sh")], env=env, capture_output=True, text=True, timeout=60)
+    cuda, jax = seen.read_text().strip().split("|")
+    assert cuda == visible
+    assert jax == ("cpu" if knobs == {"RETRIEVER_DEVICE": "cpu"} else "unset")
