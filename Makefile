@@ -31,7 +31,7 @@ $(STAMP): pyproject.toml retrieval/pyproject.toml
 quickstart: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" PRESET=embedded bash train_grpo_step.sh
 
-# On a GPU node, in the environment that has verl and SGLang or vLLM (ROLLOUT_ENGINE=vllm): two real steps, a resume,
+# On a GPU node, in the environment that has verl and vLLM (ROLLOUT_ENGINE=sglang for SGLang): two real steps, a resume,
 # then the checks of a GPU run as a table.
 gpu-check:
 	bash scripts/gpu_check.sh

@@ -2,8 +2,8 @@
 # Proves the GPU path on this node: two real MR-Search training steps with your rollout engine on the embedded world,
 # one more after a restart (resume), then the checks of a run as a table (mr_search/run_checks.py):
 #
-#   bash scripts/gpu_check.sh                       # SGLang on one GPU (make gpu-check)
-#   ROLLOUT_ENGINE=vllm N_GPUS_PER_NODE=2 bash scripts/gpu_check.sh
+#   bash scripts/gpu_check.sh                       # vLLM on one GPU (make gpu-check)
+#   ROLLOUT_ENGINE=sglang N_GPUS_PER_NODE=2 bash scripts/gpu_check.sh
 #
 # The embedded retrieval service is started if none answers at RETRIEVER_URL. Extra arguments are Hydra overrides for
 # both launches. Exit status 1 when a check fails; the cause and its fix are printed below the table.
@@ -11,10 +11,13 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python}"
-ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-sglang}"    # sglang | vllm (hf: the transformers rollout, one GPU)
+ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-vllm}"      # vllm | sglang (hf: the transformers rollout, one GPU); docs/gpu.md
+                                              # says which ran where (SGLang 0.5.12 did not get past 1 step here)
 N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-1}"
 STEPS="${STEPS:-2}"                           # steps of the first launch; the restart adds one
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-8}"     # 8 questions x 4: a step without any unequal group is ~0.02% likely
+LR="${LR:-1e-4}"                              # the compare's rate: large enough that an update the engine never
+                                              # received would show in the log-prob agreement (the embedded 1e-5 barely)
 RUN_DIR="${RUN_DIR:-$ROOT/runs/gpu-check-$ROLLOUT_ENGINE-${N_GPUS_PER_NODE}gpu-$(date +%Y%m%d-%H%M%S)}"
 export PYTHON
 
@@ -43,7 +46,7 @@ launch() {  # total steps, then Hydra overrides
   local total=$1
   shift
   PRESET=embedded ROLLOUT_ENGINE="$ROLLOUT_ENGINE" N_GPUS_PER_NODE="$N_GPUS_PER_NODE" RUN_DIR="$RUN_DIR" \
-    TOTAL_STEPS="$total" SAVE_FREQ=1 TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" bash "$ROOT/train_grpo_step.sh" "$@"
+    TOTAL_STEPS="$total" SAVE_FREQ=1 TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" LR="$LR" bash "$ROOT/train_grpo_step.sh" "$@"
 }
 status=0
 launch "$STEPS" "$@" && launch "$((STEPS + 1))" "$@" || status=$?

@@ -9,7 +9,14 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mr_search.data import download as dl
-from mr_search.data.flashrag import TEST_SETS, TRAIN_SETS, DataFormatError, convert_asearcher, convert_flashrag
+from mr_search.data.flashrag import (
+    TEST_SETS,
+    TRAIN_SETS,
+    VAL_PER_SOURCE,
+    DataFormatError,
+    convert_asearcher,
+    convert_flashrag,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -26,6 +33,12 @@ def _parser() -> argparse.ArgumentParser:
     fr.add_argument("--out", type=Path, required=True, help="output folder")
     fr.add_argument("--train-sets", nargs="+", default=list(TRAIN_SETS))
     fr.add_argument("--test-sets", nargs="+", default=list(TEST_SETS))
+    fr.add_argument(
+        "--val-per-source",
+        type=int,
+        default=VAL_PER_SOURCE,
+        help=f"questions per test set in val.parquet, the validation set during training (default {VAL_PER_SOURCE})",
+    )
     fr.add_argument("--no-progress", action="store_true")
 
     asr = sub.add_parser("asearcher", help="ASearcher JSON lines -> seeded 90/10 train/test parquet")
@@ -64,7 +77,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             train, test = ensure_embedded_parquet(args.cache_dir)
         elif args.command == "flashrag":
             train, test = convert_flashrag(
-                args.root, args.out, train_sets=args.train_sets, test_sets=args.test_sets, progress=not args.no_progress
+                args.root,
+                args.out,
+                train_sets=args.train_sets,
+                test_sets=args.test_sets,
+                progress=not args.no_progress,
+                val_per_source=args.val_per_source,
             )
         elif args.command == "asearcher":
             train, test = convert_asearcher(

@@ -23,6 +23,11 @@ logger = logging.getLogger(__name__)
 TRAIN_SETS: Final = ("nq", "hotpotqa")
 TEST_SETS: Final = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 TEST_SPLIT_ORDER: Final = ("test", "dev", "train")
+# Validation during training: at most this many questions per test set (seeded sample). The seven test sets hold ~51k
+# questions; a full greedy pass is ~160 paper steps' worth of meta-episodes (64 x 5 a step), against 50 steps between
+# passes (test_freq). 200 a set caps a pass at 1,325 meta-episodes (Bamboogle has 125), ~4 steps' worth; the final
+# evaluation uses the whole test.parquet.
+VAL_PER_SOURCE: Final = 200
 # Keys that other releases use for the gold answers (ASearcher's data has "answer").
 _ANSWER_KEYS: Final = ("golden_answers", "answers", "answer")
 
@@ -108,8 +113,14 @@ def convert_flashrag(
     train_sets: Sequence[str] = TRAIN_SETS,
     test_sets: Sequence[str] = TEST_SETS,
     progress: bool = True,
+    val_per_source: int = VAL_PER_SOURCE,
+    seed: int = 0,
 ) -> tuple[Path, Path]:
-    """Writes ``out_dir/train.parquet`` (train splits of ``train_sets``) and ``out_dir/test.parquet``."""
+    """Writes ``out_dir/train.parquet`` (train splits of ``train_sets``), ``out_dir/test.parquet`` (every test
+    question) and ``out_dir/val.parquet`` (at most ``val_per_source`` of each test set, a seeded sample in file order:
+    the bounded validation set for training, ``VAL_FILE``)."""
+    if val_per_source < 1:
+        raise ValueError(f"val_per_source={val_per_source!r}: must be >= 1 (questions per test set in val.parquet)")
     train_rows: list[dict[str, Any]] = []
     for name in train_sets:
         path = Path(root) / name / "train.jsonl"
@@ -117,11 +128,16 @@ def convert_flashrag(
             raise DataFormatError(f"dataset {name!r}: {path} does not exist; training needs its train split")
         train_rows += _rows(list(read_questions(path, progress=progress)), name, "train")
     test_rows: list[dict[str, Any]] = []
+    val_rows: list[dict[str, Any]] = []
     for name in test_sets:
         split, path = find_split(root, name)
         logger.info("test set %s: using the %s split (%s)", name, split, path)
-        test_rows += _rows(list(read_questions(path, progress=progress)), name, "test")
+        rows = _rows(list(read_questions(path, progress=progress)), name, "test")
+        test_rows += rows
+        keep = sorted(random.Random(f"{seed}:{name}").sample(range(len(rows)), min(val_per_source, len(rows))))
+        val_rows += [rows[i] for i in keep]
     out_dir = Path(out_dir)
+    write_parquet(val_rows, out_dir / "val.parquet")
     return write_parquet(train_rows, out_dir / "train.parquet"), write_parquet(test_rows, out_dir / "test.parquet")
 
 

@@ -106,3 +106,19 @@ def test_asearcher_split_is_seeded_disjoint_and_90_10(tmp_path: Path) -> None:
 def test_missing_input_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(DataFormatError, match=r"nope\.jsonl: no such file"):
         convert_asearcher(tmp_path / "nope.jsonl", tmp_path / "out", progress=False)
+
+
+def test_val_parquet_caps_each_test_set_with_a_seeded_sample(flashrag_root: Path, tmp_path: Path) -> None:
+    """Validation during training is bounded per data source; test.parquet keeps every question."""
+    _, test = convert_flashrag(flashrag_root, tmp_path / "a", progress=False, val_per_source=2)
+    val = pd.read_parquet(tmp_path / "a" / "val.parquet")
+    full = pd.read_parquet(test)
+    assert val.groupby("data_source").size().to_dict() == {s: 2 for s in TEST_SETS}
+    assert len(full) > len(val)
+    questions = {i["question"] for i in full["extra_info"]}
+    assert all(i["question"] in questions for i in val["extra_info"])  # a subset, not new rows
+    convert_flashrag(flashrag_root, tmp_path / "b", progress=False, val_per_source=2)
+    again = pd.read_parquet(tmp_path / "b" / "val.parquet")
+    assert [i["question"] for i in again["extra_info"]] == [i["question"] for i in val["extra_info"]]  # seeded
+    with pytest.raises(ValueError, match="val_per_source"):
+        convert_flashrag(flashrag_root, tmp_path / "c", progress=False, val_per_source=0)
