@@ -5,9 +5,12 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
+
+REPO = Path(__file__).resolve().parents[2]
 
 # --------------------------------------------------------------------------------------------- knobs (dry runs)
 
@@ -103,7 +106,7 @@ def test_engine_commands_pass_verls_validation(run_script, tmp_path, script_env,
         [
             "++actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
             "++actor_rollout_ref.rollout.engine_kwargs.sglang.sampling_backend=pytorch",
-        "++actor_rollout_ref.rollout.engine_kwargs.sglang.grammar_backend=none",
+            "++actor_rollout_ref.rollout.engine_kwargs.sglang.grammar_backend=none",
         ]
         if engine == "sglang"
         else []
@@ -246,3 +249,32 @@ def test_k1_baseline_runs_through_the_same_script(run_script, tmp_path, free_por
     # One attempt per meta-episode: no reflection turn in any trajectory.
     rollouts = [json.loads(line) for line in (run.run_dir / "rollouts" / "1.jsonl").read_text().splitlines()]
     assert rollouts and not any("Reflect on your previous attempt" in r["output"] for r in rollouts)
+
+
+@pytest.mark.slow
+def test_evaluation_through_the_rollout_engine_at_k_eval(tmp_path, free_port, script_env):
+    """scripts/eval_engine.sh: verl's validation pass through the engine (here the CPU backend) at K_eval = 4, a K the
+    policy was not trained with, reports EM at every attempt per data source."""
+    env = {
+        **script_env,
+        "RUN_DIR": str(tmp_path / "eval"),
+        "K_EVAL": "4",
+        "TOKENS_PER_ATTEMPT": "342",
+        "MAX_SAMPLES": "4",
+        "RETRIEVER_URL": f"http://127.0.0.1:{free_port()}",
+    }
+    script = REPO / "scripts" / "eval_engine.sh"
+    run = subprocess.run(["bash", str(script)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    assert run.returncode == 0, (run.stdout + run.stderr)[-6000:]
+    [row] = [json.loads(line) for line in (tmp_path / "eval" / "metrics.jsonl").read_text().splitlines()]
+    em = {key: value for key, value in row["data"].items() if key.startswith("val-aux/") and "/em_at_" in key}
+    assert {key.split("/em_at_")[1] for key in em} == {f"{k}/mean@1" for k in (1, 2, 3, 4)}
+    assert all(0.0 <= value <= 1.0 for value in em.values())
+    assert not (tmp_path / "eval" / "checkpoints").exists(), "evaluation trains nothing"
+
+
+def test_eval_engine_rejects_bad_knobs(tmp_path, script_env):
+    script = REPO / "scripts" / "eval_engine.sh"
+    for knobs, message in (({"K_EVAL": "0"}, "K_EVAL=0"), ({"MAX_SAMPLES": "few"}, "MAX_SAMPLES=few")):
+        run = subprocess.run(["bash", str(script)], env={**script_env, **knobs}, capture_output=True, text=True)
+        assert run.returncode == 2 and message in run.stderr
