@@ -48,5 +48,8 @@ PAD_ATTEMPT_ID: Final = -1
 # ``{"run": searches sent, "failed": of them failed after retries, "last_error": str | None}``; the trainer stops
 # a run whose step fails too many (``mr_search.trainer.search_health``).
 SEARCH_RECORD: Final = "mr_search_searches"
+# Not a column: the key of the number of model turns that waited longer than ``generate_timeout_s`` for the engine
+# (the meta-episode then ended, truncated); the trainer stops a run whose step has any (``mr_search.trainer``).
+GENERATION_TIMEOUTS: Final = "mr_search_generation_timeouts"
 
 COLUMNS: Final = (ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS)

@@ -36,6 +36,9 @@ class EpisodeConfig:
             ``stop`` + ``include_stop_str_in_output``; SGLang: ``stop`` + ``no_stop_trim`` unless
             ``skip_tokenizer_init`` is on, when it cannot match strings); the loop cuts after the
             closing tag itself in every case.
+        generate_timeout_s: seconds one model turn may wait for the engine; past it the meta-episode ends
+            (truncated) and the trainer stops the run at the end of the step, naming the hang (a hung engine
+            never holds a run silently). Generous: a 1,024-token turn at 10 tokens/s takes 100 s.
     """
 
     attempts: int = 3
@@ -49,6 +52,7 @@ class EpisodeConfig:
     reflection_template: str | None = None
     max_context_tokens: int | None = None
     stop_params: str = "auto"
+    generate_timeout_s: float = 600.0
 
     def __post_init__(self) -> None:
         check_fields(self, SECTION, {"context": CONTEXT_MODES, "stop_params": STOP_PARAM_STYLES})
@@ -56,6 +60,8 @@ class EpisodeConfig:
             value = getattr(self, name)
             if value < 1:
                 raise ValueError(f"mr_search.episode.{name}={value!r} must be an integer >= 1")
+        if self.generate_timeout_s <= 0:
+            raise ValueError(f"mr_search.episode.generate_timeout_s={self.generate_timeout_s} must be > 0 (seconds)")
         if self.max_context_tokens is not None and self.max_context_tokens < 2:
             raise ValueError(f"mr_search.episode.max_context_tokens={self.max_context_tokens} must be >= 2 or null")
         if self.reflection_template is not None and not self.reflection_template.strip():

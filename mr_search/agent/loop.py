@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -17,7 +18,7 @@ from mr_search.agent.parsing import STOP_STRINGS, ActionKind, cut_after_close, p
 from mr_search.agent.state import AttemptRecord, EpisodeState, Phase
 from mr_search.agent.tokens import EnvEncoder, Transcript
 from mr_search.agent.trace import Tracer
-from mr_search.contract import SEARCH_RECORD, AttemptStatus
+from mr_search.contract import GENERATION_TIMEOUTS, SEARCH_RECORD, AttemptStatus
 from mr_search.retrieval_client import RetrievalClient, RetrieverConfig, SearchOutcome, shared_client
 from mr_search.reward import RewardConfig, exact_match, gold_answers, token_f1
 
@@ -159,9 +160,21 @@ class MRSearchAgentLoop(AgentLoopBase):
         if max_new < 1:
             return self._truncate(state)
         params = {**sampling_params, **self.stop_params, "max_tokens": max_new}
-        output = await self.server_manager.generate(
-            request_id=state.request_id, prompt_ids=context, sampling_params=params
-        )
+        try:
+            output = await asyncio.wait_for(
+                self.server_manager.generate(request_id=state.request_id, prompt_ids=context, sampling_params=params),
+                timeout=self.episode.generate_timeout_s,
+            )
+        except TimeoutError:
+            logger.error(
+                "generation hung: the rollout engine returned nothing for %.0f s (request %s, %d context tokens; "
+                "mr_search.episode.generate_timeout_s); the meta-episode ends here and the run stops after this step",
+                self.episode.generate_timeout_s,
+                state.request_id,
+                len(context),
+            )
+            state.generation_timeouts += 1
+            return self._truncate(state)
         self._track_global_steps(state, output.extra_fields or {})
         sampled = list(output.token_ids)
         ids = sampled[:max_new]
@@ -362,6 +375,7 @@ class MRSearchAgentLoop(AgentLoopBase):
                     for a in state.attempts
                     if a.start < length
                 ],
+                GENERATION_TIMEOUTS: state.generation_timeouts,
                 SEARCH_RECORD: {
                     "run": state.searches_run,
                     "failed": sum(a.search_failures for a in state.attempts),

@@ -50,6 +50,7 @@ class EpisodeState:
     stopped_early: bool = False  # mr_search.episode.early_stop_when_correct ended it after a correct attempt
     searches_run: int = 0
     last_search_error: str | None = None
+    generation_timeouts: int = 0
     model_turns: int = 0
     env_turns: int = 0
     min_global_steps: int | None = None

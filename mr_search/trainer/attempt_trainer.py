@@ -20,11 +20,12 @@ from verl.workers.utils.padding import response_to_nested
 
 from mr_search.advantage import ESTIMATOR_NAME, AdvantageConfig, credited_attempts, per_attempt_advantages
 from mr_search.advantage import register as register_estimator
+from mr_search.agent.config import EpisodeConfig
 from mr_search.contract import COLUMNS
 from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
 from mr_search.trainer.metrics import attempt_statistics, episode_statistics
-from mr_search.trainer.search_health import check_search_failures, search_failures
+from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
 from mr_search.trainer.startup import check_training_options, subtree
 
 logger = logging.getLogger(__name__)
@@ -71,6 +72,7 @@ class MRSearchTrainer(PPOTrainerSync):
         super().__init__(config)
         self.advantage_config = advantage_config_of(config)
         self.retriever_config = retriever_config_of(config)
+        self.episode_config = episode_config_of(config)
         register_estimator()  # normally done by the plugin on `import verl`; a no-op then
 
     def _tq(self) -> Any:
@@ -148,6 +150,7 @@ class MRSearchTrainer(PPOTrainerSync):
             return {}
         extra_fields, uids = data.get("extra_fields").tolist(), data.get("uid").tolist()
         check_search_failures(search_failures(extra_fields, uids), self.retriever_config)
+        check_generation_timeouts(extra_fields, uids, self.episode_config.generate_timeout_s)
         return episode_statistics(extra_fields, uids)
 
     def _attempt_advantages(self, data: DataProto, attempts: AttemptBatch, metrics: dict) -> torch.Tensor:
@@ -194,3 +197,8 @@ def advantage_config_of(config: Any) -> AdvantageConfig:
 def retriever_config_of(config: Any) -> RetrieverConfig:
     """Reads ``mr_search.retriever`` from the training config (absent -> the defaults)."""
     return RetrieverConfig.from_config(subtree(config, "retriever"))
+
+
+def episode_config_of(config: Any) -> EpisodeConfig:
+    """Reads ``mr_search.episode`` from the training config (absent -> the defaults)."""
+    return EpisodeConfig.from_config(subtree(config, "episode"))

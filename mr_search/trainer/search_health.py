@@ -1,4 +1,4 @@
-"""Stops a run whose retrieval service keeps failing: a training step's share of failed searches against a limit."""
+"""Stops a run whose services fail: a step's share of failed searches over a limit, or a hung rollout engine."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from mr_search.contract import SEARCH_RECORD
+from mr_search.contract import GENERATION_TIMEOUTS, SEARCH_RECORD
 from mr_search.retrieval_client import RetrieverConfig
 
 
@@ -52,4 +52,23 @@ def check_search_failures(failures: SearchFailures, config: RetrieverConfig) -> 
             f"{config.max_failure_rate}); the retrieval service at {config.url} looks down. Last error: "
             f"{failures.last_error}. Start it (bash retrieval_launch.sh) or fix mr_search.retriever.url, then resume "
             "the run (RUN_DIR=<run> bash train_grpo_step.sh)."
+        )
+
+
+def check_generation_timeouts(extra_fields: Sequence[Any], uids: Sequence[Any], timeout_s: float) -> None:
+    """Raises when a model turn of this step waited longer than ``timeout_s`` for the rollout engine.
+
+    Raises:
+        RuntimeError: how many meta-episodes hit the limit, and how to go on.
+    """
+    hung = sum(
+        int(fields.get(GENERATION_TIMEOUTS, 0) or 0)
+        for fields, uid in zip(extra_fields, uids, strict=True)
+        if isinstance(fields, dict) and not str(uid).startswith("pad")
+    )
+    if hung:
+        raise RuntimeError(
+            f"generation hung: {hung} model turn(s) of this training step got nothing from the rollout engine for "
+            f"{timeout_s:.0f} s (mr_search.episode.generate_timeout_s). The engine is stuck or overloaded: see its "
+            "lines in train.log, then run the same command again to resume from the last checkpoint."
         )

@@ -53,3 +53,13 @@ def test_a_step_at_or_under_the_limit_goes_on_and_padding_rows_do_not_count() ->
     assert (failures.run, failures.failed) == (10, 2)
     check_search_failures(failures, config)  # 20% is not over 20%
     check_search_failures(search_failures([_fields(1, 1, "x")], ["u"]), RetrieverConfig(max_failure_rate=1.0))
+
+
+def test_a_step_with_a_hung_generation_stops_the_run_naming_the_hang() -> None:
+    from mr_search.contract import GENERATION_TIMEOUTS
+    from mr_search.trainer.search_health import check_generation_timeouts
+
+    fields = [{GENERATION_TIMEOUTS: 0}, {GENERATION_TIMEOUTS: 1}, {}, {GENERATION_TIMEOUTS: 1}]
+    with pytest.raises(RuntimeError, match=r"generation hung: 1 model turn\(s\).* for 600 s .*resume"):
+        check_generation_timeouts(fields, ["a", "b", "c", "pad_1"], 600.0)
+    check_generation_timeouts(fields[:1] + fields[2:3], ["a", "c"], 600.0)  # none hung: the step goes on

@@ -16,7 +16,12 @@ from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 from mr_search.advantage import AdvantageConfig, attempt_advantages
 from mr_search.advantage import register as register_estimator
 from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS
-from mr_search.trainer.attempt_trainer import MRSearchTrainer, advantage_config_of, retriever_config_of
+from mr_search.trainer.attempt_trainer import (
+    MRSearchTrainer,
+    advantage_config_of,
+    episode_config_of,
+    retriever_config_of,
+)
 
 # The verl method our _compute_advantage mirrors (verl 0.9.1). If this changes, re-read verl's
 # PPOTrainer._compute_advantage and bring MRSearchTrainer._compute_advantage in line before updating the hash.
@@ -77,6 +82,7 @@ def _trainer(fake_tq, **algorithm) -> MRSearchTrainer:
     trainer.config = config
     trainer.advantage_config = advantage_config_of(config)
     trainer.retriever_config = retriever_config_of(config)
+    trainer.episode_config = episode_config_of(config)
     trainer.transfer_queue = fake_tq
     return trainer
 
