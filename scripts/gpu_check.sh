@@ -32,7 +32,7 @@ has_gpu || fail "no usable GPU (nvidia-smi lists none, or torch.cuda.is_availabl
   "run on a GPU node with the NVIDIA driver, in the environment that has torch with CUDA"
 case "$ROLLOUT_ENGINE" in
   sglang|vllm) has_module "$ROLLOUT_ENGINE" || fail "the $ROLLOUT_ENGINE package is not installed in $PYTHON" \
-    "install requirements/gpu-$ROLLOUT_ENGINE.txt (README: Install on a GPU cluster; offline: docs/gpu.md)" ;;
+    "install requirements/gpu-$ROLLOUT_ENGINE.txt (docs/gpu.md: online and offline installs)" ;;
   hf) ;;
   *) fail "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not an engine" "use sglang, vllm or hf" ;;
 esac
