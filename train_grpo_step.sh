@@ -92,7 +92,7 @@ if [[ "$DRY_RUN" != 1 && ( "$ROLLOUT_ENGINE" == sglang || "$ROLLOUT_ENGINE" == v
   && ! has_module "$ROLLOUT_ENGINE"; then
   # Before Ray starts: verl would otherwise fail inside a Ray actor, minutes later, with a long trace.
   die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE needs the $ROLLOUT_ENGINE package, which $PYTHON cannot import; install it with \
-requirements/gpu-$ROLLOUT_ENGINE.txt (README: Install on a GPU cluster), or use ROLLOUT_ENGINE=hf on one GPU"
+requirements/gpu-$ROLLOUT_ENGINE.txt (docs/gpu.md), or use ROLLOUT_ENGINE=hf on one GPU"
 fi
 if [[ -n "$ATTEMPTS" ]] && ! [[ "$ATTEMPTS" =~ ^[1-9][0-9]*$ ]]; then
   die "ATTEMPTS=$ATTEMPTS is not valid; use a whole number >= 1 (1 = the Search-R1 baseline)"

@@ -9,7 +9,11 @@ from typing import Any, Final
 from mr_search.compare.aggregate import AVERAGE
 from mr_search.compare.layout import BASELINE, MR, WARM
 
-LABELS: Final = {WARM: "warm start (before training)", MR: "MR-Search K=3", BASELINE: "baseline K=1 (GRPO)"}
+LABELS: Final = {
+    WARM: "warm start (before training)",
+    MR: "MR-Search K=3",
+    BASELINE: "baseline K=1",
+}  # its estimator: the report header
 COLORS: Final = {WARM: "grey", MR: "tab:blue", BASELINE: "tab:orange"}
 EM_VS_ATTEMPT: Final = "em_vs_attempt.png"
 EM_VS_STEP: Final = "em_vs_step.png"
