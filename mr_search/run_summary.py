@@ -44,8 +44,13 @@ def summary_table(steps: Mapping[int, Mapping[str, Any]]) -> str:
 
 
 def write_summary(run_dir: Path) -> str:
-    """Writes ``run_dir/summary.md`` and returns its table."""
-    table = summary_table(read_metrics(run_dir))
+    """Writes ``run_dir/summary.md`` and returns its table (training steps only: a validation-only line has no row)."""
+    steps = {
+        step: data
+        for step, data in read_metrics(run_dir).items()
+        if K1_REWARD in data or any(ATTEMPT_REWARD_RE.fullmatch(key) for key in data)
+    }
+    table = summary_table(steps)
     (run_dir / "summary.md").write_text(f"# {run_dir.name}\n\n{NOTE}\n\n{table}\n", encoding="utf-8")
     return table
 

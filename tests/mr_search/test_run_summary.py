@@ -41,3 +41,11 @@ def test_k1_run_reads_verl_reward_as_the_one_attempt(tmp_path: Path, capsys) -> 
 def test_a_folder_without_metrics_is_a_clear_error(tmp_path: Path, capsys) -> None:
     assert main([str(tmp_path)]) == 1
     assert "no metrics; is this a train_grpo_step.sh run folder?" in capsys.readouterr().err
+
+
+def test_a_validation_only_line_gets_no_row(tmp_path: Path) -> None:
+    # scripts/eval_engine.sh logs one line of val-aux metrics at step 0 and trains nothing.
+    run = tmp_path / "eval-k4-x"
+    _launch(run, "a", {0: {"val-aux/embedded_1hop/em_at_1/mean@1": 0.5}, 1: _step([0.1, 0.2, 0.4], 0.5)})
+    table = write_summary(run).splitlines()
+    assert [line.split(" | ")[0] for line in table[2:]] == ["| 1"]
