@@ -38,7 +38,6 @@ case "$ROLLOUT_ENGINE" in
 esac
 "$PYTHON" -c 'import verl; from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY as r; assert "mr_search" in r' \
   2>/dev/null || fail "the mr_search plugin is not registered in verl" "pip install -e . (in this environment)"
-has_module flash_attn || echo "gpu_check.sh: flash_attn is not installed; the trainer uses sdpa attention (fine here)"
 
 mkdir -p "$RUN_DIR"
 export MR_SEARCH_TRACE_DIR="$RUN_DIR/trace"

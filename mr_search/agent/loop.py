@@ -37,6 +37,11 @@ def _tracer() -> Tracer:
     return _TRACER
 
 
+def _finish_reason(output: Any) -> str | None:
+    """Why the engine ended a turn: the CPU backend's ``extra_fields["finish_reason"]``, else verl's ``stop_reason``."""
+    return (output.extra_fields or {}).get("finish_reason") or getattr(output, "stop_reason", None)
+
+
 def _encoder_for(tokenizer: Any, chat_template_kwargs: dict[str, Any]) -> EnvEncoder:
     """One ``EnvEncoder`` per tokenizer: verl builds an agent-loop object per trajectory."""
     key = id(tokenizer)
@@ -191,7 +196,7 @@ class MRSearchAgentLoop(AgentLoopBase):
                 closing = self.env.encode_text(closer)
                 text += closer
         if state.trace is not None:
-            state.trace.turn(sampled, len(ids), closing, getattr(output, "stop_reason", None), max_new)
+            state.trace.turn(sampled, len(ids), closing, _finish_reason(output), max_new)
         attempt = state.current
         transcript.add_model(ids, logprobs, attempt.index)
         if closing:
@@ -308,7 +313,7 @@ class MRSearchAgentLoop(AgentLoopBase):
         """
         if ids[-1] in self.env.end_ids:
             return False  # the model ended its turn itself
-        reason = (output.extra_fields or {}).get("finish_reason") or getattr(output, "stop_reason", None)
+        reason = _finish_reason(output)
         if reason in ("stop", "length", "abort", "aborted"):
             return reason == "stop"
         return len(ids) < max_new
@@ -344,19 +349,18 @@ class MRSearchAgentLoop(AgentLoopBase):
         low = state.min_global_steps if state.min_global_steps is not None else fallback
         high = state.max_global_steps if state.max_global_steps is not None else low
         metrics = episode_metrics(state, k)
-        _tracer().finish(
-            state.trace,
-            state.request_id,
+        response_ids, mask, attempt_ids = (
             transcript.response_ids[:length],
             transcript.mask[:length],
             transcript.attempt_ids[:length],
         )
+        _tracer().finish(state.trace, state.request_id, response_ids, mask, attempt_ids)
         return MRSearchAgentLoopOutput(
             prompt_ids=transcript.prompt_ids,
-            response_ids=transcript.response_ids[:length],
-            response_mask=transcript.mask[:length],
+            response_ids=response_ids,
+            response_mask=mask,
             response_logprobs=transcript.logprobs[:length] if transcript.has_logprobs else None,
-            attempt_ids=transcript.attempt_ids[:length],
+            attempt_ids=attempt_ids,
             attempt_rewards=rewards,
             attempt_status=[int(code) for code in status],
             # verl's own reward slot holds the final attempt's reward (the outcome); the advantage

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from typing import Any
+
 import torch
 
 PREFIX = "mr_search"
@@ -57,6 +60,13 @@ def attempt_statistics(
     return metrics
 
 
+def trajectory_fields(extra_fields: Sequence[Any], uids: Sequence[Any]) -> Iterator[dict[str, Any]]:
+    """The agent loop's ``extra_fields`` of a step's real trajectories (verl's padding rows left out)."""
+    for fields, uid in zip(extra_fields, uids, strict=True):
+        if isinstance(fields, dict) and not str(uid).startswith("pad"):
+            yield fields
+
+
 def episode_statistics(extra_fields: list, uids: list[str]) -> dict[str, float]:
     """Step means of the agent loop's per-trajectory scalars (``reward_extra_info``: EM/F1 and searches per
     attempt, reflection gain, invalid turns, search failures, truncation), verl's padding rows left out.
@@ -67,8 +77,7 @@ def episode_statistics(extra_fields: list, uids: list[str]) -> dict[str, float]:
 
     rows = [
         {key: float(value) for key, value in fields.get("reward_extra_info", {}).items() if _is_number(value)}
-        for fields, uid in zip(extra_fields, uids, strict=True)
-        if isinstance(fields, dict) and not str(uid).startswith("pad")
+        for fields in trajectory_fields(extra_fields, uids)
     ]
     return aggregate_metrics([row for row in rows if row], prefix=f"{PREFIX}/")
 

@@ -8,6 +8,7 @@ from typing import Any
 
 from mr_search.contract import GENERATION_TIMEOUTS, SEARCH_RECORD
 from mr_search.retrieval_client import RetrieverConfig
+from mr_search.trainer.metrics import trajectory_fields
 
 
 @dataclass(frozen=True)
@@ -27,9 +28,7 @@ def search_failures(extra_fields: Sequence[Any], uids: Sequence[Any]) -> SearchF
     """Sums the agent loop's per-trajectory search records of a step (verl's padding rows left out)."""
     run = failed = 0
     last_error: str | None = None
-    for fields, uid in zip(extra_fields, uids, strict=True):
-        if not isinstance(fields, dict) or str(uid).startswith("pad"):
-            continue
+    for fields in trajectory_fields(extra_fields, uids):
         record = fields.get(SEARCH_RECORD)
         if not isinstance(record, dict):
             continue
@@ -61,11 +60,7 @@ def check_generation_timeouts(extra_fields: Sequence[Any], uids: Sequence[Any], 
     Raises:
         RuntimeError: how many meta-episodes hit the limit, and how to go on.
     """
-    hung = sum(
-        int(fields.get(GENERATION_TIMEOUTS, 0) or 0)
-        for fields, uid in zip(extra_fields, uids, strict=True)
-        if isinstance(fields, dict) and not str(uid).startswith("pad")
-    )
+    hung = sum(int(fields.get(GENERATION_TIMEOUTS, 0) or 0) for fields in trajectory_fields(extra_fields, uids))
     if hung:
         raise RuntimeError(
             f"generation hung: {hung} model turn(s) of this training step got nothing from the rollout engine for "
