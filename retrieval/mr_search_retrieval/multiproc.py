@@ -2,15 +2,13 @@
 
 One process serving HTTP and running the model tops out at ~2k single-query requests/s: its event loop
 and the model thread share one GIL (issue 7 findings). Here each front is the usual app (`create_app`:
-validation, micro-batcher, limits, 429, /health, /metrics) with a `RemoteSearcher` that forwards its
+validation, micro-batcher, limits, 429, /health, /metrics) with a `StreamRemoteSearcher` that forwards its
 batches to the search worker, which merges the batches of all fronts into one encode+search. The fronts
 bind the same port with SO_REUSEPORT, so the kernel spreads connections over them.
 
-Two protocols between fronts and worker (`FrontOptions.worker_mode`): 'batches' (search_worker.py: one
-batch in flight per front, up to `worker_inflight` merged batches at once; the default on a CPU) and
-'stream' (stream_worker.py: each front keeps `front_lanes` batches in flight, tokenizes its queries itself,
-and the worker runs one merged batch at a time over everything that has arrived; the default on a GPU:
-H100, 4 fronts, 256 clients: ~5.3k q/s vs ~4.1k, issue 7).
+The protocol between fronts and worker is the streamed one (stream_worker.py): each front keeps `front_lanes`
+batches in flight and, where the worker ships a tokenizer, tokenizes its queries itself; the worker runs one merged
+batch at a time over everything that has arrived (H100, 4 fronts, 256 clients: ~5.3k q/s, README).
 
 /metrics and /health are per front process: a scrape sees the counters of the front that answered it
 (sum over fronts = the service). Shutdown (SIGTERM/SIGINT to the supervisor): the fronts stop accepting
@@ -30,12 +28,9 @@ from multiprocessing.connection import Connection, wait
 from typing import Any
 
 from mr_search_retrieval.config import ServerConfig
-from mr_search_retrieval.search_worker import Loader, RemoteSearcher, run_search_worker
+from mr_search_retrieval.search_worker import Loader, run_search_worker
 
 logger = logging.getLogger(__name__)
-
-
-WORKER_MODES = ("auto", "stream", "batches")
 
 
 @dataclass(frozen=True)
@@ -45,36 +40,21 @@ class FrontOptions:
     log_level: str = "info"
     graceful_timeout: float = 30.0
     backlog: int = 2048
-    torch_threads: int = 0  # intra-op CPU threads of the search worker (0: torch's default)
-    # Merged batches the search worker computes at once (threads, one CUDA stream each); 0: auto (2 on a GPU, else 1).
-    worker_inflight: int = 0
-    worker_gather_ms: float = 3.0  # after one front's batch, how long the worker waits for the other idle fronts
-    # ... and while another merged batch computes, until it is done, at most this long (0: off; helps few clients only)
-    worker_hold_ms: float = 0.0
-    # 'stream': fronts send at once, several batches in flight, tokenized in the front; the worker runs one merged
-    # batch at a time over all that arrived (stream_worker.py). 'batches': one batch in flight per front, up to
-    # `worker_inflight` merged batches at once (search_worker.py). 'auto': stream on a GPU, batches elsewhere.
-    worker_mode: str = "auto"
-    front_lanes: int = 8  # streamed: micro-batches each front may have at the worker at once
-    # streamed: a merged batch at most a quarter of this over a multiple of it is cut back to the multiple (the GPU
-    # time steps up there: the search kernel's 128-query tiles, the encoder's graph buckets); 0: off
+    torch_threads: int = 0  # intra-op CPU threads of the search worker (0: torch's default; 1 on a GPU)
+    # When the worker finds nothing waiting, how long it waits after the first arrival for company.
+    worker_gather_ms: float = 3.0
+    front_lanes: int = 8  # micro-batches each front may have at the worker at once
+    # A merged batch at most a quarter of this over a multiple of it is cut back to the multiple (the GPU time steps
+    # up there: the search kernel's 128-query tiles, the encoder's graph buckets); 0: off
     worker_tile: int = 128
 
     def __post_init__(self) -> None:
-        if self.worker_mode not in WORKER_MODES:
-            raise ValueError(f"worker_mode must be one of {', '.join(WORKER_MODES)}, got {self.worker_mode!r}")
         if self.worker_tile < 0:
             raise ValueError(f"worker_tile must be >= 0 (0: off), got {self.worker_tile}")
         if self.front_lanes < 1:
             raise ValueError(f"front_lanes must be >= 1, got {self.front_lanes}")
-        if self.worker_inflight < 0:
-            raise ValueError(
-                f"worker_inflight must be >= 0 (merged batches at once; 0: auto), got {self.worker_inflight}"
-            )
         if self.worker_gather_ms < 0:
             raise ValueError(f"worker_gather_ms must be >= 0, got {self.worker_gather_ms}")
-        if self.worker_hold_ms < 0:
-            raise ValueError(f"worker_hold_ms must be >= 0, got {self.worker_hold_ms}")
 
 
 def reuseport_socket(host: str, port: int) -> socket.socket:
@@ -97,37 +77,32 @@ def run_front(
     num_docs: int,
     index: int,
     options: FrontOptions,
-    stream: bytes | None = None,
+    tokenizer_pickle: bytes,
 ) -> None:
     """Process entry point of HTTP front `index`: the service app with its searches forwarded to the worker.
 
-    stream: None for the batches protocol; else the pickled tokenizer of the streamed one (or pickled None)."""
+    tokenizer_pickle: the pickled query tokenizer the worker shipped (pickled None: send strings)."""
+    import os
+    import pickle
+
     import uvicorn
 
     from mr_search_retrieval.app import create_app
     from mr_search_retrieval.corpus import CorpusStore
+    from mr_search_retrieval.stream_worker import StreamRemoteSearcher
 
     logging.basicConfig(
         level=options.log_level.upper(), format=f"%(asctime)s %(levelname)s %(name)s[front {index}]: %(message)s"
     )
-    tokenizer = None
-    if stream is not None:
-        import os
-        import pickle
-
-        os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # a few queries per call; the fronts share the cores
-        tokenizer = pickle.loads(stream)
-        config = replace(config, batcher=replace(config.batcher, lanes=options.front_lanes))
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")  # a few queries per call; the fronts share the cores
+    tokenizer = pickle.loads(tokenizer_pickle)
+    config = replace(config, batcher=replace(config.batcher, lanes=options.front_lanes))
 
     def loader(cfg: ServerConfig) -> tuple[Any, CorpusStore]:
         corpus = CorpusStore(cfg.corpus)
         if len(corpus) != num_docs:
             raise ValueError(f"corpus {cfg.corpus} has {len(corpus)} passages but the search worker has {num_docs}")
-        if stream is not None:
-            from mr_search_retrieval.stream_worker import StreamRemoteSearcher
-
-            return StreamRemoteSearcher(conn, num_docs, tokenizer), corpus
-        return RemoteSearcher(conn, num_docs), corpus
+        return StreamRemoteSearcher(conn, num_docs, tokenizer), corpus
 
     sock = reuseport_socket(config.host, config.port)
     server = uvicorn.Server(
@@ -153,9 +128,9 @@ class _Stop:
 
 def _start_worker(
     ctx: Any, config: ServerConfig, loader: Loader, n: int, options: FrontOptions
-) -> tuple[Any, list[Connection], tuple[int, bytes | None] | str]:
-    """Start the search worker; returns it, the fronts' ends of its pipes, and (num_docs, the streamed protocol's
-    pickled front tokenizer or None) or the startup error."""
+) -> tuple[Any, list[Connection], tuple[int, bytes] | str]:
+    """Start the search worker; returns it, the fronts' ends of its pipes, and (num_docs, the pickled front
+    tokenizer) or the startup error."""
     pipes = [ctx.Pipe(duplex=True) for _ in range(n)]
     status_recv, status_send = ctx.Pipe(duplex=False)
     worker = ctx.Process(
@@ -167,10 +142,7 @@ def _start_worker(
             status_send,
             options.log_level.upper(),
             options.torch_threads,
-            options.worker_inflight,
             options.worker_gather_ms / 1000,
-            options.worker_hold_ms / 1000,
-            options.worker_mode,
             options.worker_tile,
         ),
         name="mr-search-worker",
@@ -226,9 +198,11 @@ def serve_multiprocess(
         logger.error("startup failed: %s", loaded.removeprefix("error: "))
         worker.join(10)
         return 3
-    num_docs, stream = loaded
+    num_docs, tokenizer_pickle = loaded
     fronts = [
-        ctx.Process(target=run_front, args=(config, conn, num_docs, i, options, stream), name=f"mr-search-front-{i}")
+        ctx.Process(
+            target=run_front, args=(config, conn, num_docs, i, options, tokenizer_pickle), name=f"mr-search-front-{i}"
+        )
         for i, conn in enumerate(front_conns)
     ]
     for p in fronts:

@@ -111,41 +111,18 @@ def build_parser() -> argparse.ArgumentParser:
         "/metrics and /health then describe the front that answered",
     )
     g.add_argument(
-        "--worker-inflight",
-        type=int,
-        default=0,
-        help="with --http-workers: merged batches the search worker computes at once (threads, one CUDA stream "
-        "each); 0: auto, 2 on a GPU (one batch's CPU work overlaps the other's GPU work: best from ~256 clients), "
-        "else 1",
-    )
-    g.add_argument(
         "--worker-gather-ms",
         type=float,
         default=3.0,
-        help="with --http-workers: after one front's batch arrives, how long the search worker waits for the "
-        "other fronts' batches (ends early once all have sent); merges them into one encode+search",
+        help="with --http-workers: when the search worker finds nothing waiting, how long it waits after the first "
+        "batch arrives for the other fronts' batches (merged into one encode+search)",
     )
-    g.add_argument(
-        "--worker-hold-ms",
-        type=float,
-        default=0.0,
-        help="with --http-workers: while another merged batch computes, the search worker keeps gathering until it "
-        "is done, at most this long (0: off; on an H100 50 helped at 32 clients, cost 15-20%% at 256-1024)",
-    )
-    g.add_argument(
-        "--worker-mode",
-        default="auto",
-        choices=("auto", "stream", "batches"),
-        help="with --http-workers: 'stream' = fronts send at once (--front-lanes batches in flight each, queries "
-        "tokenized in the front), the worker runs one merged batch at a time over all that arrived; 'batches' = one "
-        "batch in flight per front (--worker-inflight/-gather-ms/-hold-ms); auto: stream on a GPU, else batches",
-    )
-    g.add_argument("--front-lanes", type=int, default=8, help="--worker-mode stream: batches in flight per front")
+    g.add_argument("--front-lanes", type=int, default=8, help="with --http-workers: batches in flight per front")
     g.add_argument(
         "--worker-tile",
         type=int,
         default=128,
-        help="--worker-mode stream: a merged batch at most a quarter of this over a multiple of it is cut back to "
+        help="with --http-workers: a merged batch at most a quarter of this over a multiple of it is cut back to "
         "the multiple (GPU time steps up there); 0: off",
     )
     g.add_argument("--torch-threads", type=int, default=0, help="intra-op CPU threads for the encoder (0: torch's)")
@@ -257,10 +234,7 @@ def main(argv: list[str] | None = None) -> None:
                 args.log_level,
                 args.graceful_timeout,
                 torch_threads=args.torch_threads,
-                worker_inflight=args.worker_inflight,
                 worker_gather_ms=args.worker_gather_ms,
-                worker_hold_ms=args.worker_hold_ms,
-                worker_mode=args.worker_mode,
                 front_lanes=args.front_lanes,
                 worker_tile=args.worker_tile,
             )

@@ -7,8 +7,8 @@ plain chunked top-k) and that two-stage finds what plain finds, the batch pipeli
 and the real service (`create_app` + uvicorn on 127.0.0.1) under closed-loop aiohttp clients in separate
 processes: queries/s, p50/p99 latency per concurrency and max_batch_size, GPU memory and the CPU used by
 server and load generator. An HTTP-only run (a searcher that does no GPU work) gives the service's own
-ceiling. The multi-process mode (`--http-workers N`: one search-worker process owning encoder + index,
-computing up to `--worker-inflight` merged batches at once, behind N HTTP front processes) is served last.
+ceiling. The multi-process mode (`--http-workers N`: one search-worker process owning encoder + index, fed by N
+HTTP front processes over the streamed protocol) is served last.
 On CUDA the service's query encoder replays CUDA graphs captured at startup (graph_encoder.py); the run
 times it against the eager forward and checks that both give the same top-k (`--worker-encoders` serves both).
 Random vectors and random encoder weights: speed, not quality.
@@ -50,10 +50,6 @@ def _ints(text: str) -> list[int]:
     return _numbers(text, int, 1, "256,1024", "integers")
 
 
-def _floats(text: str) -> list[float]:
-    return _numbers(text, float, 0, "0,50", "numbers")
-
-
 def _pairs(text: str) -> list[tuple[int, int]]:
     pairs = []
     for part in (p for p in text.split(",") if p.strip()):
@@ -70,13 +66,6 @@ def _encoder_modes(text: str) -> list[str]:
     modes = [v.strip() for v in text.split(",") if v.strip()]
     if not modes or any(m not in ("graphs", "eager") for m in modes):
         raise argparse.ArgumentTypeError(f"expected a comma-separated list of 'graphs' and 'eager', got {text!r}")
-    return modes
-
-
-def _worker_modes(text: str) -> list[str]:
-    modes = [v.strip() for v in text.split(",") if v.strip()]
-    if not modes or any(m not in ("auto", "stream", "batches") for m in modes):
-        raise argparse.ArgumentTypeError(f"expected a comma-separated list of auto, stream, batches; got {text!r}")
     return modes
 
 
@@ -122,12 +111,6 @@ def build_parser() -> argparse.ArgumentParser:
         help="multi-process service rows: HTTP front processes per run (one search worker each; 0 skips)",
     )
     p.add_argument(
-        "--worker-inflight",
-        type=_ints,
-        default=[2],
-        help="multi-process rows: merged batches the search worker computes at once (each value: one run)",
-    )
-    p.add_argument(
         "--worker-encoders",
         type=_encoder_modes,
         default=["graphs"],
@@ -140,25 +123,15 @@ def build_parser() -> argparse.ArgumentParser:
         help="also time torch.compile(mode='reduce-overhead') of the encoder forward at one bucket vs the graph replay",
     )
     p.add_argument(
-        "--worker-modes",
-        type=_worker_modes,
-        default=["auto"],
-        help="multi-process rows: the front/worker protocol, 'stream' and/or 'batches' (each value: one run); "
-        "'auto' as the service (stream on CUDA, batches on a CPU)",
+        "--front-lanes",
+        type=_ints,
+        default=[8],
+        help="multi-process rows: micro-batches in flight per front (each: a run)",
     )
     p.add_argument(
-        "--front-lanes", type=_ints, default=[8], help="streamed rows: micro-batches in flight per front (each: a run)"
-    )
-    p.add_argument(
-        "--worker-tile", type=int, default=128, help="streamed rows: cut merged batches back to multiples (0: off)"
+        "--worker-tile", type=int, default=128, help="multi-process rows: cut merged batches back to multiples (0: off)"
     )
     p.add_argument("--worker-gather-ms", type=float, default=3.0, help="search worker: wait for the other fronts")
-    p.add_argument(
-        "--worker-hold-ms",
-        type=_floats,
-        default=[0.0],
-        help="search worker: while a batch computes, gather until it is done, at most this long (each value: one run)",
-    )
     p.add_argument("--worker-torch-threads", type=int, default=0, help="search worker intra-op threads (0: torch's)")
     p.add_argument(
         "--worker-profile", action="store_true", help="sample the search worker's batch-thread stacks (perturbs it)"

@@ -241,11 +241,8 @@ class MultiProcServed:
         config: ServerConfig,
         loader: RandomIndexLoader,
         fronts: int,
-        inflight: int = 2,
         gather_ms: float = 1.0,
         torch_threads: int = 0,
-        hold_ms: float = 0.0,
-        mode: str = "auto",
         front_lanes: int = 8,
         tile: int = 128,
     ) -> None:
@@ -258,10 +255,7 @@ class MultiProcServed:
         self.options = FrontOptions(
             log_level="warning",
             torch_threads=torch_threads or (1 if loader.device == "cpu" else 0),
-            worker_inflight=inflight,
             worker_gather_ms=gather_ms,
-            worker_hold_ms=hold_ms,
-            worker_mode=mode,
             front_lanes=front_lanes,
             worker_tile=tile,
         )
@@ -314,19 +308,11 @@ def serve_multiproc_points(
     """For each front count: start the service once, check its documents, drive it at each concurrency."""
     rows = []
     queue = max(4096, 2 * max(args.multiproc_concurrency))
-    combos = itertools.product(
-        args.worker_modes, args.http_workers, args.worker_inflight, args.worker_encoders, args.worker_hold_ms
-    )
     seen = set()
-    for wmode, fronts, inflight, mode, hold in combos:
-        wmode = ("stream" if loader.device == "cuda" else "batches") if wmode == "auto" else wmode  # as the service
-        if wmode == "stream":  # no batches in flight or hold there: one row per front count, encoder and lanes
-            inflight, hold = 0, 0.0
-        for lanes in args.front_lanes if wmode == "stream" else [0]:
-            key = (wmode, fronts, inflight, mode, hold, lanes)
-            if key not in seen:
-                seen.add(key)
-                rows += _serve_one(loader, corpus, args, expected, stats_dir, queue, key)
+    for fronts, mode, lanes in itertools.product(args.http_workers, args.worker_encoders, args.front_lanes):
+        if (fronts, mode, lanes) not in seen:
+            seen.add((fronts, mode, lanes))
+            rows += _serve_one(loader, corpus, args, expected, stats_dir, queue, (fronts, mode, lanes))
     return rows
 
 
@@ -337,9 +323,9 @@ def _serve_one(
     expected: tuple[list[str], np.ndarray] | None,
     stats_dir: Path | None,
     queue: int,
-    key: tuple[str, int, int, str, float, int],
+    key: tuple[int, str, int],
 ) -> list[dict[str, Any]]:
-    wmode, fronts, inflight, mode, hold, lanes = key
+    fronts, mode, lanes = key
     rows = []
     config = ServerConfig(
         index_dir="<random index in the search worker>",
@@ -349,28 +335,13 @@ def _serve_one(
         http_workers=fronts,
     )
     # The service's default encoder (graph replay on CUDA, eager elsewhere) is unmarked; `_eager` forces eager.
-    if wmode == "stream":
-        label = f"multiproc_{fronts}_fronts_stream" + (f"_lanes{lanes}" if len(args.front_lanes) > 1 else "")
-    else:
-        label = f"multiproc_{fronts}_fronts_inflight{inflight}"
-        label += f"_hold{hold:g}" if len(args.worker_hold_ms) > 1 else ""
+    label = f"multiproc_{fronts}_fronts_stream" + (f"_lanes{lanes}" if len(args.front_lanes) > 1 else "")
     label += "_eager" if mode == "eager" else ""
     run_loader = replace(loader, cuda_graphs=mode == "graphs")
     if stats_dir:
         run_loader = replace(run_loader, stats_path=str(stats_dir / f"{label}.json"))
     threads = args.worker_torch_threads
-    served_as = MultiProcServed(
-        config,
-        run_loader,
-        fronts,
-        max(inflight, 1),
-        args.worker_gather_ms,
-        threads,
-        hold,
-        wmode,
-        max(lanes, 1),
-        args.worker_tile,
-    )
+    served_as = MultiProcServed(config, run_loader, fronts, args.worker_gather_ms, threads, lanes, args.worker_tile)
     with served_as as served:
         if expected is not None:
             check = check_consistency(served, lambda _q, _k: (None, expected[1]), expected[0], args.topk)  # type: ignore[arg-type]
@@ -381,8 +352,8 @@ def _serve_one(
             row["worker_window"] = _window(before, read_worker_stats(run_loader.stats_path))
             consistent = check["same_ids"] if expected is not None else None
             row.update(searcher=label, max_batch_size=args.multiproc_max_batch_size, consistent=consistent)
-            row.update(worker_inflight=inflight, http_fronts=fronts, gpu_memory_used=memory, worker_encoder=mode)
-            row.update(worker_hold_ms=hold, worker_mode=wmode, front_lanes=lanes or None, worker_tile=args.worker_tile)
+            row.update(http_fronts=fronts, gpu_memory_used=memory, worker_encoder=mode)
+            row.update(worker_mode="stream", front_lanes=lanes, worker_tile=args.worker_tile)
             stats = read_worker_stats(run_loader.stats_path)
             if stats:  # cumulative since the service started: encode vs index time, batch-thread stack samples
                 row["worker_stats"] = stats

@@ -18,7 +18,7 @@ TINY = shlex.split(
     "--encoder-layers 2 --encoder-hidden 64 --encoder-heads 2 --encoder-intermediate 128 "
     "--encode-batches 16 --encode-tokens 64 --search-batches 16,64 --concurrency 8 --max-batch-sizes 16 "
     "--batched 2x4 --switch-interval-ms 1 --chunk-rows 4096 --profile-loop --what-if "
-    "--http-workers 2 --worker-inflight 1,2 --multiproc-concurrency 8"
+    "--http-workers 2 --front-lanes 2,8 --multiproc-concurrency 8"
 )
 
 
@@ -56,12 +56,12 @@ def test_tiny_cpu_run_serves_real_documents_and_reports_every_figure(tmp_path: P
         "service_profiled",
         "http_only_null_searcher_spans_in_ram",
         "service_spans_in_ram",
-        # the service's --http-workers mode: one search worker (1 or 2 batches in flight) + 2 HTTP fronts
-        "multiproc_2_fronts_inflight1",
-        "multiproc_2_fronts_inflight2",
+        # the service's --http-workers mode: one search worker + 2 HTTP fronts with 2 or 8 batches in flight each
+        "multiproc_2_fronts_stream_lanes2",
+        "multiproc_2_fronts_stream_lanes8",
     }
-    assert rows["multiproc_2_fronts_inflight2"]["worker_inflight"] == 2
-    assert rows["multiproc_2_fronts_inflight2"]["worker_encoder"] == "graphs"  # the default; eager encoder on a CPU
+    assert rows["multiproc_2_fronts_stream_lanes2"]["front_lanes"] == 2
+    assert rows["multiproc_2_fronts_stream_lanes8"]["worker_encoder"] == "graphs"  # the default; eager encoder on a CPU
     assert res["encoder"]["graphs"] == {}  # no CUDA: no graphs to time against the eager forward
     profile = rows["service_profiled"]["loop_profile"]
     assert profile["samples"] > 0 and any("retrieve" in name for name, _ in profile["inclusive"])
@@ -78,7 +78,7 @@ def test_tiny_cpu_run_serves_real_documents_and_reports_every_figure(tmp_path: P
         assert 0 < r["p50_ms"] <= r["p99_ms"]
         assert r["loadgen_cpu_cores"] > 0 and r["server_cpu_cores"] > 0
     assert "searcher" in proc.stdout and "q/s" in proc.stdout  # the summary table is printed
-    assert "multiproc_2_fronts_inflight2" in proc.stdout
+    assert "multiproc_2_fronts_stream_lanes8" in proc.stdout
 
 
 def test_without_a_gpu_it_says_skipped_and_exits_zero(tmp_path: Path) -> None:

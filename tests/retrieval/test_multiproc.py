@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 from mr_search_retrieval.config import ServerConfig
-from mr_search_retrieval.search_worker import RemoteSearcher, SearchWorkerError, serve_batches
+from mr_search_retrieval.search_worker import SearchWorkerError
+from mr_search_retrieval.stream_worker import StreamRemoteSearcher, serve_stream
 
 QUESTION = "Where was Pekrul Zuk born?"
 
@@ -39,22 +40,22 @@ class CountingSearcher:
 def test_search_worker_merges_batches_of_all_fronts_and_reports_errors() -> None:
     searcher = CountingSearcher()
     pipes = [mp.Pipe(duplex=True) for _ in range(3)]
-    for _, front in pipes:  # all three fronts have a batch waiting before the worker looks
-        front.send((["q 0", "q 1"], 2))
-    worker = threading.Thread(target=serve_batches, args=(searcher, [w for w, _ in pipes]))
+    for _, front in pipes:  # all three fronts have a batch waiting before the worker looks: (request id, k, queries)
+        front.send((0, 2, ["q 0", "q 1"]))
+    worker = threading.Thread(target=serve_stream, args=(searcher, [w for w, _ in pipes], 0.2))
     worker.start()
-    remotes = [RemoteSearcher(front, 1000) for _, front in pipes]
     first = [front.recv() for _, front in pipes]
     assert len(searcher.batches) == 1 and len(searcher.batches[0]) == 6  # one encode+search for three fronts
-    assert all(ok for ok, _ in first)
-    assert [ids[:, 0].tolist() for _, (_, ids) in first] == [[0, 1]] * 3
+    assert all(ok for _, ok, _ in first)
+    assert [ids[:, 0].tolist() for _, _, (_, ids) in first] == [[0, 1]] * 3
+    remotes = [StreamRemoteSearcher(front, 1000) for _, front in pipes]
     scores, ids = remotes[1].search(["q 7", "q 40"], 3)
     assert ids.tolist() == [[7, 8, 9], [40, 41, 42]] and scores.shape == (2, 3)
     with pytest.raises(SearchWorkerError, match="cannot search 'boom'"):
         remotes[0].search(["boom"], 1)
     assert remotes[2].search(["q 5"], 1)[1].tolist() == [[5]]  # the worker survived the bad batch
-    for _, front in pipes:
-        front.close()
+    for remote in remotes:
+        remote.close()
     worker.join(10)
     assert not worker.is_alive(), "the worker stops once every front has closed its connection"
 

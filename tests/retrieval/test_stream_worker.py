@@ -192,8 +192,6 @@ def test_fronts_sending_tokens_get_the_string_results_through_the_worker(dense: 
 
 
 def test_stream_options_reject_bad_values() -> None:
-    with pytest.raises(ValueError, match="worker_mode must be one of auto, stream, batches"):
-        FrontOptions(worker_mode="fast")
     with pytest.raises(ValueError, match="front_lanes must be >= 1"):
         FrontOptions(front_lanes=0)
     with pytest.raises(ValueError, match="gather_s must be >= 0"):
@@ -208,7 +206,7 @@ async def test_streamed_service_answers_concurrent_clients_and_stops_cleanly(lau
 
     import aiohttp
 
-    served = launch("--worker-mode", "stream", "--front-lanes", "4", env={"RETRIEVER_HTTP_WORKERS": "2"})
+    served = launch("--front-lanes", "4", env={"RETRIEVER_HTTP_WORKERS": "2"})
     question = "Where was Pekrul Zuk born?"
     statuses: list[int] = []
 
