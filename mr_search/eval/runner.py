@@ -160,7 +160,7 @@ def record_from_output(output: Any, tokenizer: Any, row: Mapping[str, Any], meth
     )
 
 
-class _InlineExecutor(concurrent.futures.ThreadPoolExecutor):
+class InlineExecutor(concurrent.futures.ThreadPoolExecutor):
     """Runs "executor" work on the calling thread.
 
     The agent loop encodes environment text on the event-loop thread with ``split_special_tokens=True``
@@ -184,7 +184,7 @@ async def run_episodes(
     """Runs one greedy meta-episode per row (``make_loop()`` builds a fresh agent loop, as verl does per trajectory)."""
     from tqdm.auto import tqdm
 
-    asyncio.get_running_loop().set_default_executor(_InlineExecutor())
+    asyncio.get_running_loop().set_default_executor(InlineExecutor())
     semaphore = asyncio.Semaphore(config.concurrency)
     bar = tqdm(total=len(rows), desc=f"eval {config.method}", unit=" q", disable=not progress)
 

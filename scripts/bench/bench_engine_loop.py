@@ -1,0 +1,284 @@
+"""Benchmark: what the meta-episode loop costs on top of the rollout engine (issue 16, item 5).
+
+One engine (vLLM, SGLang or the project's transformers rollout) is started in this process. Each round:
+
+1. **loop**: ``--questions`` rows x ``--n`` samples run as MR-Search meta-episodes (K attempts, searches on
+   the retrieval service at ``--retriever-url``, reflections) through ``MRSearchAgentLoop``, all at once;
+   every engine call is recorded (its prompt ids and how many tokens it sampled).
+2. **raw**: the same engine replays exactly those calls with no agent loop: each meta-episode's calls in
+   order, each with the recorded prompt ids and ``max_tokens`` = the recorded length (``ignore_eos``, no
+   stop strings, so it samples as many tokens), all meta-episodes at once. No tokenization, no parsing, no
+   retrieval: what is left is the engine's own work on the same prompts and output lengths.
+
+The ratio (loop tokens/s over raw tokens/s) is what the loop, its tokenization and the retrieval calls cost
+(goal: >= 0.9). Prefix caching is off by default so both phases prefill the same tokens (``--prefix-caching``
+turns it on, with the cache reset between phases). ``--report a.json b.json ...`` prints the engines of
+earlier runs side by side (same model and GPU: the command that made them says so).
+
+Usage:
+    python scripts/bench/bench_engine_loop.py --engine vllm --model DIR --data train.parquet \
+        --retriever-url http://127.0.0.1:8000/retrieve [--questions 64 --n 5 --attempts 3 --rounds 2] [--json OUT]
+    python scripts/bench/bench_engine_loop.py --report vllm.json sglang.json hf.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import logging
+import platform
+import statistics
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from verl.workers.rollout.replica import TokenOutput
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from engine_adapters import ENGINES, Engine, make_engine
+
+logger = logging.getLogger("bench_engine_loop")
+SAMPLING = {"temperature": 1.0, "top_p": 1.0, "logprobs": True}  # the trainer's rollout sampling
+
+
+@dataclasses.dataclass
+class Call:
+    prompt_ids: list[int]
+    sampled: int
+
+
+class RecordingServer:
+    """The server manager the loop sees: forwards to the engine and records each call per meta-episode."""
+
+    def __init__(self, engine: Engine) -> None:
+        self.engine = engine
+        self.calls: dict[str, list[Call]] = {}
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any):
+        output: TokenOutput = await self.engine.generate(
+            request_id, prompt_ids=prompt_ids, sampling_params=sampling_params
+        )
+        self.calls.setdefault(request_id, []).append(Call(list(prompt_ids), len(output.token_ids)))
+        return output
+
+
+@dataclasses.dataclass
+class Phase:
+    seconds: float
+    tokens: int
+    calls: int
+    generate_s: float = 0.0  # loop only: mean seconds a meta-episode waited for the engine
+    tools_s: float = 0.0  # loop only: mean seconds a meta-episode spent on searches, parsing and env tokens
+
+    @property
+    def tokens_per_s(self) -> float:
+        return self.tokens / self.seconds
+
+
+async def loop_phase(make_loop: Any, rows: Sequence[Mapping[str, Any]], n: int, server: RecordingServer) -> Phase:
+    server.calls.clear()
+
+    async def one(row: Mapping[str, Any]) -> Any:
+        return await make_loop().run(
+            dict(SAMPLING),
+            raw_prompt=list(row["prompt"]),
+            reward_model=row["reward_model"],
+            data_source=row["data_source"],
+            extra_info=row.get("extra_info") or {},
+        )
+
+    started = time.perf_counter()
+    outputs = await asyncio.gather(*(one(row) for row in rows for _ in range(n)))
+    seconds = time.perf_counter() - started
+    calls = [c for chain in server.calls.values() for c in chain]
+    timing = [o.metrics for o in outputs]
+    return Phase(
+        seconds,
+        sum(c.sampled for c in calls),
+        len(calls),
+        statistics.fmean(t.generate_sequences for t in timing),
+        statistics.fmean(t.tool_calls for t in timing),
+    )
+
+
+async def raw_phase(engine: Engine, chains: Mapping[str, Sequence[Call]]) -> Phase:
+    """Replays each meta-episode's calls in order (same prompts, same lengths), all meta-episodes at once."""
+    sampled = 0
+
+    async def chain(key: str, calls: Sequence[Call]) -> None:
+        nonlocal sampled
+        for i, call in enumerate(calls):
+            if call.sampled == 0:
+                continue
+            params = {**SAMPLING, "max_tokens": call.sampled, "ignore_eos": True}
+            output = await engine.generate(f"raw-{key}-{i}", prompt_ids=call.prompt_ids, sampling_params=params)
+            sampled += len(output.token_ids)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(chain(key, calls) for key, calls in chains.items()))
+    seconds = time.perf_counter() - started
+    return Phase(seconds, sampled, sum(len(c) for c in chains.values()))
+
+
+async def measure(
+    engine: Engine,
+    rows: Sequence[Mapping[str, Any]],
+    *,
+    n: int,
+    rounds: int,
+    make_loop_for: Any,
+) -> dict[str, Any]:
+    """``make_loop_for(server)`` builds a fresh agent loop on ``server`` (verl builds one per trajectory)."""
+    from mr_search.eval.runner import InlineExecutor
+
+    # The loop and verl's prompt building share one fast tokenizer: keep its calls on one thread (runner.py).
+    asyncio.get_running_loop().set_default_executor(InlineExecutor())
+    server = RecordingServer(engine)
+    make_loop = make_loop_for(server)
+    await loop_phase(make_loop, rows[: max(1, len(rows) // 8)], 1, server)  # warm-up (kernels, graphs, sockets)
+    results = []
+    for r in range(rounds):
+        await engine.reset_prefix_cache()
+        loop = await loop_phase(make_loop, rows, n, server)
+        chains = {key: list(calls) for key, calls in server.calls.items()}
+        await engine.reset_prefix_cache()
+        raw = await raw_phase(engine, chains)
+        if raw.tokens != loop.tokens:
+            raise RuntimeError(f"raw replay sampled {raw.tokens} tokens, the loop {loop.tokens}: not the same work")
+        ratio = loop.tokens_per_s / raw.tokens_per_s
+        results.append({"loop": dataclasses.asdict(loop), "raw": dataclasses.asdict(raw), "ratio": ratio})
+        print(
+            f"round {r + 1}: loop {loop.tokens:,} tokens in {loop.seconds:.2f} s = {loop.tokens_per_s:,.0f} tokens/s "
+            f"({loop.calls} engine calls, {len(chains)} meta-episodes; a meta-episode waited {loop.generate_s:.2f} s "
+            f"on "
+            f"the engine, {loop.tools_s:.2f} s on searches and env tokens); raw replay {raw.seconds:.2f} s = "
+            f"{raw.tokens_per_s:,.0f} tokens/s; RATIO loop/raw {ratio:.3f}",
+            flush=True,
+        )
+    return {
+        "engine": engine.name,
+        "rounds": results,
+        "ratio_median": statistics.median(r["ratio"] for r in results),
+        "loop_tokens_per_s_median": statistics.median(r["loop"]["tokens"] / r["loop"]["seconds"] for r in results),
+        "raw_tokens_per_s_median": statistics.median(r["raw"]["tokens"] / r["raw"]["seconds"] for r in results),
+    }
+
+
+def load_rows(path: str, questions: int) -> list[dict[str, Any]]:
+    import pandas as pd
+
+    frame = pd.read_parquet(path)
+    if len(frame) < questions:
+        raise SystemExit(f"{path} has {len(frame)} rows; --questions {questions} needs at least that many")
+    return frame.head(questions).to_dict("records")
+
+
+def report(paths: Sequence[str]) -> int:
+    runs = [json.loads(Path(p).read_text()) for p in paths]
+    base = runs[0]
+    print(f"model {base['model']}, {base['setting']}; ratios against {base['engine']} (the first file)")
+    print("| engine | loop tokens/s | raw tokens/s | loop/raw | loop tokens/s vs first |")
+    print("|---|---|---|---|---|")
+    for run in runs:
+        if run["setting"] != base["setting"] or run["model"] != base["model"]:
+            raise SystemExit(f"{run['engine']}: another model or setting than {base['engine']}: not comparable")
+        ratio = run["loop_tokens_per_s_median"] / base["loop_tokens_per_s_median"]
+        print(
+            f"| {run['engine']} | {run['loop_tokens_per_s_median']:,.0f} | {run['raw_tokens_per_s_median']:,.0f} "
+            f"| {run['ratio_median']:.3f} | RATIO {ratio:.2f}x |"
+        )
+    return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--engine", choices=ENGINES)
+    parser.add_argument("--model", help="model folder with its tokenizer")
+    parser.add_argument("--data", help="parquet rows of the project's format (prepare_data.py)")
+    parser.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve")
+    parser.add_argument("--questions", type=int, default=64)
+    parser.add_argument("--n", type=int, default=5, help="meta-episodes per question (the paper's group size)")
+    parser.add_argument("--attempts", type=int, default=3)
+    parser.add_argument("--response-length", type=int, default=2048, help="tokens of a whole meta-episode")
+    parser.add_argument("--max-new-tokens-per-turn", type=int, default=1024, help="the paper's 1,024; embedded: 48")
+    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--memory", type=float, default=0.5, help="share of GPU memory the engine may take")
+    parser.add_argument("--prefix-caching", action="store_true")
+    parser.add_argument("--eager", action="store_true", help="no CUDA graphs")
+    parser.add_argument("--json", help="write the figures here (for --report)")
+    parser.add_argument("--report", nargs="+", metavar="JSON")
+    args = parser.parse_args()
+    if args.report:
+        return report(args.report)
+    if not (args.engine and args.model and args.data):
+        parser.error("--engine, --model and --data are needed (or --report)")
+    logging.basicConfig(level=logging.ERROR)
+    logging.getLogger("verl.utils.tokenizer.continuous_token_wiring").setLevel(logging.ERROR)  # once per loop object
+    from transformers import AutoTokenizer
+
+    from mr_search.eval.runner import EvalConfig, agent_loop_factory
+    from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
+
+    args.model = str(Path(args.model).resolve())  # verl asserts on a trailing "/"
+    rows = load_rows(args.data, args.questions)
+    tokenizer = AutoTokenizer.from_pretrained(args.model)
+    config = EvalConfig(
+        attempts=args.attempts,
+        response_length=args.response_length,
+        max_new_tokens_per_turn=args.max_new_tokens_per_turn,
+        concurrency=len(rows) * args.n,
+    )
+    setting = (
+        f"{args.questions} questions x n {args.n}, K {args.attempts}, {args.response_length} response tokens "
+        f"({args.max_new_tokens_per_turn} a turn), "
+        f"prefix caching {'on' if args.prefix_caching else 'off'}, {'eager' if args.eager else 'CUDA graphs'}"
+    )
+    engine = make_engine(
+        args.engine,
+        args.model,
+        memory=args.memory,
+        max_model_len=config.prompt_length + config.response_length,
+        prefix_caching=args.prefix_caching,
+        eager=args.eager,
+    )
+
+    async def run() -> dict[str, Any]:
+        retriever = RetrievalClient(RetrieverConfig(url=args.retriever_url))
+        try:
+            return await measure(
+                engine,
+                rows,
+                n=args.n,
+                rounds=args.rounds,
+                make_loop_for=lambda server: agent_loop_factory(tokenizer, server, retriever, config),
+            )
+        finally:
+            await retriever.close()
+
+    print(f"machine: {platform.node()}, {_device()}; engine {args.engine}; {setting}", flush=True)
+    try:
+        result = asyncio.run(run())
+    finally:
+        engine.shutdown()
+    result.update(model=str(args.model), setting=setting, device=_device())
+    print(
+        f"RATIO {args.engine} loop/raw tokens/s (median of {args.rounds}): {result['ratio_median']:.3f} (goal >= 0.9); "
+        f"loop {result['loop_tokens_per_s_median']:,.0f} tokens/s, raw {result['raw_tokens_per_s_median']:,.0f}"
+    )
+    if args.json:
+        Path(args.json).write_text(json.dumps(result, indent=1))
+    return 0
+
+
+def _device() -> str:
+    import torch
+
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else f"CPU ({platform.processor() or 'cpu'})"
+
+
+if __name__ == "__main__":
+    sys.exit(main())

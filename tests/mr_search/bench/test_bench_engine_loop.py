@@ -1,0 +1,139 @@
+"""The engine benchmark replays the loop's own engine calls: same prompts, same output lengths, same order."""
+
+from __future__ import annotations
+
+import asyncio
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from mr_search import prompts
+from mr_search.retrieval_client import SearchOutcome
+
+BENCH = Path(__file__).resolve().parents[3] / "scripts" / "bench"
+
+
+def _bench() -> ModuleType:
+    sys.path.insert(0, str(BENCH))
+    spec = importlib.util.spec_from_file_location("mr_search_bench_engine_loop", BENCH / "bench_engine_loop.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+class InstantRetriever:
+    def __init__(self) -> None:
+        self.queries: list[str] = []
+
+    async def search(self, query: str, topk: int) -> SearchOutcome:
+        self.queries.append(query)
+        docs = [{"document": {"id": str(i), "contents": f'"Doc {i}"\nParis is the capital.'}} for i in range(topk)]
+        return SearchOutcome(documents=docs)
+
+
+class SpyEngine:
+    """Wraps an engine and records what reached it, so the test can compare the two phases."""
+
+    def __init__(self, engine: Any) -> None:
+        self.engine = engine
+        self.name = engine.name
+        self.seen: list[tuple[str, list[int], dict[str, Any], int]] = []
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any]):
+        output = await self.engine.generate(request_id, prompt_ids=prompt_ids, sampling_params=sampling_params)
+        self.seen.append((request_id, list(prompt_ids), dict(sampling_params), len(output.token_ids)))
+        return output
+
+    async def reset_prefix_cache(self) -> None:
+        await self.engine.reset_prefix_cache()
+
+
+@pytest.fixture(scope="module")
+def tiny_policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from mr_search.tiny_model import ensure_tiny_model
+
+    return ensure_tiny_model(tmp_path_factory.mktemp("bench_tiny_model"))
+
+
+ROWS = [
+    {
+        "prompt": [{"role": "user", "content": prompts.question_prompt(f"What is the capital of country {i}?")}],
+        "reward_model": {"ground_truth": {"target": ["Paris"]}},
+        "data_source": "embedded",
+    }
+    for i in range(3)
+]
+
+
+def test_raw_phase_replays_the_loop_calls_with_the_same_prompts_and_lengths(tiny_policy_dir: Path) -> None:
+    bench = _bench()
+    from engine_adapters import make_engine
+    from transformers import AutoTokenizer
+
+    from mr_search.eval.runner import EvalConfig, agent_loop_factory
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_policy_dir)
+    config = EvalConfig(attempts=2, response_length=256, max_new_tokens_per_turn=24)
+    engine = SpyEngine(
+        make_engine("hf", str(tiny_policy_dir), memory=0.5, max_model_len=1280, prefix_caching=False, eager=True)
+    )
+    retriever = InstantRetriever()
+    result = asyncio.run(
+        bench.measure(
+            engine,
+            ROWS,
+            n=2,
+            rounds=1,
+            make_loop_for=lambda server: agent_loop_factory(tokenizer, server, retriever, config),
+        )
+    )
+    (round_,) = result["rounds"]
+    assert round_["loop"]["tokens"] == round_["raw"]["tokens"] > 0
+    assert round_["ratio"] == pytest.approx(
+        (round_["loop"]["tokens"] / round_["loop"]["seconds"]) / (round_["raw"]["tokens"] / round_["raw"]["seconds"])
+    )
+    loop_calls = [s for s in engine.seen if not s[0].startswith("raw-")]
+    raw_calls = [s for s in engine.seen if s[0].startswith("raw-")]
+    measured = loop_calls[-round_["loop"]["calls"] :]  # after the warm-up
+    # Every sampling call of the loop is replayed once: same prompt ids, max_tokens = what the loop sampled.
+    expected = sorted((tuple(p), n) for _, p, _, n in measured if n > 0)
+    replayed = sorted((tuple(p), params["max_tokens"]) for _, p, params, _ in raw_calls)
+    assert replayed == expected
+    assert all(params["ignore_eos"] and "stop" not in params for _, _, params, _ in raw_calls)
+    # The loop ran real meta-episodes: 3 questions x n 2, at least one turn per attempt.
+    assert len({rid for rid, *_ in measured}) == 6
+    assert len(measured) >= 6 * config.attempts
+
+
+def test_report_prints_each_engine_against_the_first(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    bench = _bench()
+    common = {"model": "m", "setting": "s", "rounds": []}
+    paths = []
+    for name, loop, raw in (("vllm", 1000.0, 1050.0), ("hf", 250.0, 260.0)):
+        path = tmp_path / f"{name}.json"
+        path.write_text(
+            json.dumps(
+                {
+                    **common,
+                    "engine": name,
+                    "loop_tokens_per_s_median": loop,
+                    "raw_tokens_per_s_median": raw,
+                    "ratio_median": loop / raw,
+                }
+            )
+        )
+        paths.append(str(path))
+    assert bench.report(paths) == 0
+    out = capsys.readouterr().out
+    assert "| hf | 250 | 260 | 0.962 | RATIO 0.25x |" in out
+    other = tmp_path / "other.json"
+    other.write_text(json.dumps({**json.loads(Path(paths[1]).read_text()), "setting": "another"}))
+    with pytest.raises(SystemExit, match="not comparable"):
+        bench.report([paths[0], str(other)])
