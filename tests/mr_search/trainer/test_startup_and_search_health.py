@@ -1,4 +1,4 @@
-"""Start-up refusal of the off-policy short-context options; a step with too many failed searches stops the run."""
+"""Start-up checks of the training options; a step with too many failed searches stops the run."""
 
 from __future__ import annotations
 
@@ -11,17 +11,12 @@ from mr_search.trainer.search_health import check_search_failures, search_failur
 from mr_search.trainer.startup import check_training_options
 
 
-@pytest.mark.parametrize(
-    ("episode", "named"),
-    [
-        ({"context": "previous_attempt"}, "mr_search.episode.context=previous_attempt"),
-        ({"max_context_tokens": 4096}, "mr_search.episode.max_context_tokens=4096"),
-    ],
-)
-def test_short_context_options_are_refused_for_training(episode: dict, named: str) -> None:
-    config = OmegaConf.create({"mr_search": {"episode": episode}})
-    with pytest.raises(ValueError, match=rf"{named}.*off-policy.*evaluation"):
-        check_training_options(config)
+@pytest.mark.parametrize("episode", [{"context": "previous_attempt"}, {"max_context_tokens": 4096}])
+def test_short_context_options_are_accepted_for_training(episode: dict) -> None:
+    # They train on-policy (one row per context the engine saw: tests/mr_search/agent/test_context_segments.py).
+    check_training_options(OmegaConf.create({"mr_search": {"episode": episode}}))
+    with pytest.raises(ValueError, match=r"\['full', 'previous_attempt'\]"):
+        check_training_options(OmegaConf.create({"mr_search": {"episode": {"context": "last"}}}))
 
 
 def test_the_paper_settings_pass_and_bad_values_fail_at_start_up() -> None:
