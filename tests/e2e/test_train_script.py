@@ -254,9 +254,9 @@ def test_k1_baseline_runs_through_the_same_script(run_script, tmp_path, free_por
 @pytest.mark.slow
 def test_the_short_context_ablation_trains_on_policy(run_script, tmp_path, free_port):
     """context=previous_attempt: each meta-episode is trained as one row per context the sampler saw, so the trainer's
-    log-probs are the sampler's. On the project's 2-core machine this run gave rollout_corr/k3_kl 1.1e-5 and 1.5e-5;
-    scoring the whole meta-episode as one sequence instead (the off-policy layout once refused) gave 0.009 and 0.012
-    at the same settings; the full-context run stays near 1e-4 (docs/benchmarks.md)."""
+    log-probs are the sampler's. On the project's 2-core machine this run gave rollout_corr/k3_kl 1.1e-5 and 1.5e-5,
+    the full-context run 8.1e-6 and 6.6e-6; scoring the whole meta-episode as one sequence instead (the off-policy
+    layout once refused) gave 0.009 and 0.012 at the same settings."""
     port = free_port()
     short = ("mr_search.episode.context=previous_attempt",)
     run = run_script(
