@@ -16,8 +16,13 @@ For one trajectory (row) with ``L`` response tokens and ``K`` configured attempt
 * ``ATTEMPT_STATUS`` -- int64 ``[K]``: how each attempt ended, an ``AttemptStatus`` code. The advantage
   decides from it which attempts count (``mr_search.advantage.credited_attempts``).
 
-These three are the whole contract: the advantage never reads rewards from token positions, so a
-zero reward is never confused with "no reward".
+* ``EPISODE_ID`` -- int64 ``[1]``: the meta-episode the row belongs to (unique within its uid group). When the
+  sampler generated from a cut context (``mr_search.episode.context=previous_attempt``, ``max_context_tokens``),
+  one meta-episode becomes several training rows, one per context the engine saw (``mr_search.agent.segments``);
+  they carry the same id and the same ``ATTEMPT_REWARDS`` / ``ATTEMPT_STATUS``, and the advantage counts the
+  meta-episode once in its group's baseline. Absent, each row is a meta-episode of its own.
+
+The advantage never reads rewards from token positions, so a zero reward is never confused with "no reward".
 """
 
 from __future__ import annotations
@@ -42,6 +47,7 @@ class AttemptStatus(enum.IntEnum):
 ATTEMPT_IDS: Final = "mr_attempt_ids"
 ATTEMPT_REWARDS: Final = "mr_attempt_rewards"
 ATTEMPT_STATUS: Final = "mr_attempt_status"
+EPISODE_ID: Final = "mr_episode_id"
 PAD_ATTEMPT_ID: Final = -1
 
 # Not a column: the key of each trajectory's search record in its ``extra_fields``,
@@ -52,4 +58,9 @@ SEARCH_RECORD: Final = "mr_search_searches"
 # (the meta-episode then ended, truncated); the trainer stops a run whose step has any (``mr_search.trainer``).
 GENERATION_TIMEOUTS: Final = "mr_search_generation_timeouts"
 
-COLUMNS: Final = (ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS)
+# Not a column: the key of ``{"index": i, "count": n}`` in the ``extra_fields`` of each of the n training rows of
+# a meta-episode; the episode's own records (``SEARCH_RECORD``, ``GENERATION_TIMEOUTS``, ``reward_extra_info``) are
+# read from its last row only (``mr_search.trainer.metrics.trajectory_fields``).
+SEGMENT: Final = "mr_search_segment"
+
+COLUMNS: Final = (ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, EPISODE_ID)

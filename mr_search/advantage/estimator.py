@@ -9,6 +9,7 @@ import torch
 
 from mr_search.advantage.config import AdvantageConfig
 from mr_search.advantage.core import GroupIds, attempt_advantages, spread_to_tokens
+from mr_search.advantage.episodes import check_same_attempts, episode_rows
 from mr_search.advantage.status import credited_attempts
 
 ESTIMATOR_NAME: Final = "mr_search"
@@ -29,6 +30,7 @@ def compute_mr_search_advantage(
     attempt_ids: torch.Tensor | None = None,
     attempt_rewards: torch.Tensor | None = None,
     attempt_status: torch.Tensor | None = None,
+    episode_ids: torch.Tensor | None = None,
     **_: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """verl advantage estimator: per-attempt credit spread over each attempt's tokens.
@@ -46,6 +48,9 @@ def compute_mr_search_advantage(
         attempt_ids: int ``[B, T]`` attempt of each token, -1 on padding.
         attempt_rewards: float ``[B, K]`` reward of each attempt.
         attempt_status: int ``[B, K]`` ``mr_search.contract.AttemptStatus`` of each attempt.
+        episode_ids: int ``[B]`` meta-episode of each row (unique within its group); rows with the same group and
+            episode id are one meta-episode trained as several rows, counted once in the baseline. None: one row
+            per meta-episode.
 
     Returns:
         ``(advantages, returns)``, both float ``[B, T]`` and equal (outcome estimators have no critic).
@@ -62,16 +67,36 @@ def compute_mr_search_advantage(
         index = np.asarray(index, dtype=object)
     with torch.no_grad():
         rewards = attempt_rewards.to(token_level_rewards.dtype)
-        per_attempt = per_attempt_advantages(rewards, attempt_status, index, options)
+        per_attempt = per_attempt_advantages(rewards, attempt_status, index, options, episode_ids)
         advantages = spread_to_tokens(per_attempt, attempt_ids, response_mask)
     return advantages, advantages
 
 
 def per_attempt_advantages(
-    rewards: torch.Tensor, status: torch.Tensor, index: GroupIds, options: AdvantageConfig
+    rewards: torch.Tensor,
+    status: torch.Tensor,
+    index: GroupIds,
+    options: AdvantageConfig,
+    episode_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """``attempt_advantages`` over the credited attempts (``credited_attempts``), options from an
-    ``AdvantageConfig``: ``[B, K]`` rewards and statuses -> ``[B, K]`` advantages."""
+    ``AdvantageConfig``: ``[B, K]`` rewards and statuses -> ``[B, K]`` advantages.
+
+    With ``episode_ids`` (``[B]``), the rows of one meta-episode (same group and id) must carry the same rewards and
+    statuses; the advantages are computed over one row per meta-episode, so the baseline counts it once, and each
+    of its rows gets them.
+
+    Raises:
+        ValueError: rows of one meta-episode disagree on its rewards or statuses.
+    """
+    if episode_ids is not None:
+        rows = episode_rows(index, episode_ids, rewards.shape[0])
+        check_same_attempts(rows, rewards, status)
+        first = rows.first.to(rewards.device)
+        per_episode = per_attempt_advantages(
+            rewards.index_select(0, first), status.index_select(0, first), _take(index, rows.first), options
+        )
+        return per_episode.index_select(0, rows.of_row.to(rewards.device))
     credited, present = credited_attempts(rewards, status, options.truncated)
     return attempt_advantages(
         credited,
@@ -84,6 +109,13 @@ def per_attempt_advantages(
         shaping=options.shaping,
         outcome_only=options.outcome_only,
     )
+
+
+def _take(index: GroupIds, rows: torch.Tensor) -> GroupIds:
+    """The group ids of the given rows."""
+    if isinstance(index, torch.Tensor):
+        return index.reshape(-1).index_select(0, rows.to(index.device))
+    return np.asarray(index, dtype=object).reshape(-1)[rows.numpy()]
 
 
 def register() -> None:

@@ -27,11 +27,13 @@ class EpisodeConfig:
         outcome_feedback: tell the model in the reflection turn whether its answer was right (paper: off).
         context: ``full`` keeps every earlier attempt in the generation context (paper);
             ``previous_attempt`` shows the model only the question and the previous attempt (the
-            paper's short-context ablation). The trained sequence is the full meta-episode either way.
+            paper's short-context ablation). Training stays on-policy: a meta-episode whose turns saw cut
+            contexts is trained as one row per context (``mr_search.agent.segments``).
         reflection_template: the between-attempts user turn; None uses ``prompts.REFLECTION_PROMPT``.
         max_context_tokens: generation context limit; the oldest response tokens are dropped from
             the left past it, never the question. None: ``rollout.max_model_len`` when set, else
-            ``rollout.prompt_length + rollout.response_length``.
+            ``rollout.prompt_length + rollout.response_length``. A cut context opens a new training row, as
+            for ``previous_attempt``.
         stop_params: how stop strings are sent: ``auto`` picks from ``rollout.name`` (vLLM:
             ``stop`` + ``include_stop_str_in_output``; SGLang: ``stop`` + ``no_stop_trim`` unless
             ``skip_tokenizer_init`` is on, when it cannot match strings); the loop cuts after the

@@ -15,6 +15,7 @@ from mr_search import prompts
 from mr_search.agent.config import EpisodeConfig
 from mr_search.agent.output import MRSearchAgentLoopOutput, attempt_statuses, episode_metrics
 from mr_search.agent.parsing import STOP_STRINGS, ActionKind, cut_after_close, parse_turn, unclosed_tag
+from mr_search.agent.segments import ContextSegment, note_turn, training_rows
 from mr_search.agent.state import AttemptRecord, EpisodeState, Phase
 from mr_search.agent.tokens import EnvEncoder, Transcript
 from mr_search.agent.trace import Tracer
@@ -132,7 +133,25 @@ class MRSearchAgentLoop(AgentLoopBase):
         return self._retrieval_client
 
     # ------------------------------------------------------------------------------------- run
-    async def run(self, sampling_params: dict[str, Any], **kwargs: Any) -> MRSearchAgentLoopOutput:
+    async def run(
+        self, sampling_params: dict[str, Any], **kwargs: Any
+    ) -> MRSearchAgentLoopOutput | list[MRSearchAgentLoopOutput]:
+        """verl's entry point: the meta-episode's training rows, on-policy (``mr_search.agent.segments``).
+
+        One sequence when every turn saw the whole context (``context=full`` within ``max_context_tokens``);
+        else one row per context the engine saw, which verl's V1 worker stores as ``{uid}_{session}_{i}``.
+        """
+        state, output = await self._play(sampling_params, **kwargs)
+        return training_rows(output, state.segments)
+
+    async def play(self, sampling_params: dict[str, Any], **kwargs: Any) -> MRSearchAgentLoopOutput:
+        """The whole meta-episode as one sequence, whatever contexts the turns saw (what evaluation reads)."""
+        _, output = await self._play(sampling_params, **kwargs)
+        return output
+
+    async def _play(
+        self, sampling_params: dict[str, Any], **kwargs: Any
+    ) -> tuple[EpisodeState, MRSearchAgentLoopOutput]:
         if "raw_prompt" not in kwargs:
             raise ValueError("the mr_search agent loop needs each dataset row's 'raw_prompt' (chat messages)")
         reward_model = kwargs.get("reward_model") or {}
@@ -146,6 +165,7 @@ class MRSearchAgentLoop(AgentLoopBase):
             transcript=Transcript(prompt_ids), golds=golds, request_id=uuid4().hex, trace=_tracer().start()
         )
         state.attempts.append(AttemptRecord(index=0, start=0))
+        state.segments.append(ContextSegment(context_start=0, first=0))
         timing = {"generate_sequences": 0.0, "tool_calls": 0.0}
         phase = Phase.GENERATING
         while phase is not Phase.DONE:
@@ -154,14 +174,14 @@ class MRSearchAgentLoop(AgentLoopBase):
             bucket = "generate_sequences" if phase is Phase.GENERATING else "tool_calls"
             timing[bucket] += time.perf_counter() - started
             phase = next_phase
-        return self._output(state, kwargs, timing)
+        return state, self._output(state, kwargs, timing)
 
     # -------------------------------------------------------------------------------- handlers
     async def _generate(self, state: EpisodeState, sampling_params: dict[str, Any]) -> Phase:
         """One model turn: generate, cut after the first closing tag, append with mask 1."""
         transcript = state.transcript
         max_new = min(self.episode.max_new_tokens_per_turn, self.response_length - transcript.response_len)
-        context, max_new = self._generation_context(state, max_new)
+        context, context_start, max_new = self._generation_context(state, max_new)
         if max_new < 1:
             return self._truncate(state)
         params = {**sampling_params, **self.stop_params, "max_tokens": max_new}
@@ -198,6 +218,8 @@ class MRSearchAgentLoop(AgentLoopBase):
         if state.trace is not None:
             state.trace.turn(sampled, len(ids), closing, _finish_reason(output), max_new)
         attempt = state.current
+        if ids:
+            note_turn(state.segments, context_start, transcript.response_len)
         transcript.add_model(ids, logprobs, attempt.index)
         if closing:
             transcript.add_env(closing[: self.response_length - transcript.response_len], attempt.index)
@@ -272,9 +294,13 @@ class MRSearchAgentLoop(AgentLoopBase):
         return Phase.GENERATING
 
     # --------------------------------------------------------------------------------- helpers
-    def _generation_context(self, state: EpisodeState, max_new: int) -> tuple[list[int], int]:
+    def _generation_context(self, state: EpisodeState, max_new: int) -> tuple[list[int], int, int]:
         """What the model sees: the whole context, or (short-context option / over the limit) the question
-        plus the newest tokens; the question is never dropped."""
+        plus the newest tokens; the question is never dropped.
+
+        Returns:
+            (context ids, response position the context continues from after the question, max new tokens).
+        """
         transcript = state.transcript
         start = 0
         if self.episode.context == "previous_attempt" and len(state.attempts) >= 2:
@@ -286,8 +312,8 @@ class MRSearchAgentLoop(AgentLoopBase):
         if kept > room:
             start = transcript.response_len - room
         if start == 0:
-            return transcript.context, max_new  # no copy: the loop's cost stays linear in its tokens
-        return transcript.context[:prompt_len] + transcript.context[prompt_len + start :], max_new
+            return transcript.context, 0, max_new  # no copy: the loop's cost stays linear in its tokens
+        return transcript.context[:prompt_len] + transcript.context[prompt_len + start :], start, max_new
 
     def _append_env(self, state: EpisodeState, ids: list[int]) -> bool:
         """Appends environment tokens; False (after appending what fits) when no room is left to generate."""
@@ -363,6 +389,7 @@ class MRSearchAgentLoop(AgentLoopBase):
             attempt_ids=attempt_ids,
             attempt_rewards=rewards,
             attempt_status=[int(code) for code in status],
+            episode_id=int(state.request_id[:15], 16),
             # verl's own reward slot holds the final attempt's reward (the outcome); the advantage
             # reads the per-attempt columns.
             reward_score=final_reward,

@@ -21,12 +21,15 @@ class MRSearchAgentLoopOutput(AgentLoopOutput):
     """Reward of each of the K configured attempts (0.0 where absent)."""
     attempt_status: list[int]
     """``mr_search.contract.AttemptStatus`` code of each of the K configured attempts."""
+    episode_id: int
+    """The meta-episode's id (non-negative, < 2**60), the same on each of its training rows."""
 
     def as_dict(self) -> dict[str, Any]:
         output = super().as_dict()
         output[contract.ATTEMPT_IDS] = torch.tensor(output.pop("attempt_ids"), dtype=torch.int64)
         output[contract.ATTEMPT_REWARDS] = torch.tensor(output.pop("attempt_rewards"), dtype=torch.float32)
         output[contract.ATTEMPT_STATUS] = torch.tensor(output.pop("attempt_status"), dtype=torch.int64)
+        output[contract.EPISODE_ID] = torch.tensor([output.pop("episode_id")], dtype=torch.int64)
         return output
 
 

@@ -6,6 +6,7 @@ import enum
 from dataclasses import dataclass, field
 
 from mr_search.agent.parsing import TurnAction
+from mr_search.agent.segments import ContextSegment
 from mr_search.agent.tokens import Transcript
 from mr_search.agent.trace import EpisodeTrace
 
@@ -44,6 +45,7 @@ class EpisodeState:
     golds: list[str]
     request_id: str
     attempts: list[AttemptRecord] = field(default_factory=list)
+    segments: list[ContextSegment] = field(default_factory=list)  # the contexts the turns saw (agent/segments.py)
     action: TurnAction | None = None
     last_turn_ended_with_eos: bool = False
     truncated: bool = False

@@ -190,7 +190,7 @@ async def run_episodes(
 
     async def one(row: Mapping[str, Any]) -> dict[str, Any]:
         async with semaphore:
-            output = await make_loop().run(
+            output = await make_loop().play(
                 dict(GREEDY),
                 raw_prompt=list(row["prompt"]),
                 reward_model=row["reward_model"],

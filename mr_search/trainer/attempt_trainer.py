@@ -20,6 +20,7 @@ from verl.workers.utils.padding import response_to_nested
 
 from mr_search.advantage import ESTIMATOR_NAME, AdvantageConfig, credited_attempts, per_attempt_advantages
 from mr_search.advantage import register as register_estimator
+from mr_search.advantage.episodes import episode_rows
 from mr_search.agent.config import EpisodeConfig
 from mr_search.contract import COLUMNS
 from mr_search.retrieval_client import RetrieverConfig
@@ -171,10 +172,15 @@ class MRSearchTrainer(PPOTrainerSync):
             attempt_ids=attempts.attempt_ids,
             attempt_rewards=rewards,
             attempt_status=attempts.status,
+            episode_ids=attempts.episode_ids,
         )
         uids = data.non_tensor_batch["uid"]
-        per_attempt = per_attempt_advantages(rewards, attempts.status, uids, self.advantage_config)
+        per_attempt = per_attempt_advantages(
+            rewards, attempts.status, uids, self.advantage_config, attempts.episode_ids
+        )
         credited, present = credited_attempts(rewards, attempts.status, self.advantage_config.truncated)
+        # Per-attempt statistics over one row per meta-episode; token statistics over every row.
+        first = episode_rows(uids, attempts.episode_ids, len(uids)).first
         metrics.update(
             attempt_statistics(
                 per_attempt,
@@ -184,6 +190,7 @@ class MRSearchTrainer(PPOTrainerSync):
                 attempts.attempt_ids,
                 response_mask,
                 attempts.is_padding,
+                episode_rows=first,
             )
         )
         return advantages

@@ -10,7 +10,14 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, PAD_ATTEMPT_ID, AttemptStatus
+from mr_search.contract import (
+    ATTEMPT_IDS,
+    ATTEMPT_REWARDS,
+    ATTEMPT_STATUS,
+    EPISODE_ID,
+    PAD_ATTEMPT_ID,
+    AttemptStatus,
+)
 
 # verl's synthetic rows that make a batch divisible (verl/trainer/ppo/padding_utils.py) carry a uid starting
 # with this; verl's own uids are uuid4 hex strings, which cannot.
@@ -26,12 +33,15 @@ class AttemptBatch:
         rewards: float32 ``[B, K]`` reward of each attempt as the rollout scored it.
         status: int64 ``[B, K]`` ``AttemptStatus`` of each attempt (all ``ABSENT`` on verl's padding rows).
         is_padding: bool ``[B]`` True on verl's synthetic padding rows.
+        episode_ids: int64 ``[B]`` meta-episode of each row (verl's padding rows get distinct negative ids), or
+            None when the rollout wrote no ``EPISODE_ID`` (each row is then a meta-episode of its own).
     """
 
     attempt_ids: torch.Tensor
     rewards: torch.Tensor
     status: torch.Tensor
     is_padding: torch.Tensor
+    episode_ids: torch.Tensor | None = None
 
 
 def column_rows(column: Any) -> list[torch.Tensor]:
@@ -59,8 +69,9 @@ def attempt_batch_from_columns(
     """Aligns the contract columns (``mr_search.contract``) with the trainer's right-padded response batch.
 
     Args:
-        columns: ``{ATTEMPT_IDS: [B, L_b], ATTEMPT_REWARDS: [B, K], ATTEMPT_STATUS: [B, K]}`` as TransferQueue
-            returns them (jagged nested tensors; padded tensors and lists also accepted).
+        columns: ``{ATTEMPT_IDS: [B, L_b], ATTEMPT_REWARDS: [B, K], ATTEMPT_STATUS: [B, K]}`` and optionally
+            ``EPISODE_ID: [B, 1]``, as TransferQueue returns them (jagged nested tensors; padded tensors and lists
+            also accepted).
         response_lengths: ``[B]`` response length of each row (its response mask's length).
         uids: ``[B]`` group uid of each row, used only to recognise verl's synthetic padding rows.
         width: T, the padded response width of the trainer batch (the batch's longest response).
@@ -109,7 +120,17 @@ def attempt_batch_from_columns(
     status = _pad_rows(status_rows, num_attempts, int(AttemptStatus.ABSENT), torch.int64)
     status = status.masked_fill(is_padding[:, None], int(AttemptStatus.ABSENT))
     rewards = torch.where(status == AttemptStatus.ABSENT, torch.zeros_like(rewards), rewards)
-    return AttemptBatch(attempt_ids=attempt_ids, rewards=rewards, status=status, is_padding=is_padding)
+    episode_ids = None
+    if EPISODE_ID in columns:
+        episode_rows = column_rows(columns[EPISODE_ID])
+        if len(episode_rows) != num_rows or any(row.numel() != 1 for row in episode_rows):
+            raise ValueError(f"column {EPISODE_ID} must hold one id per row, for {num_rows} rows")
+        episode_ids = torch.cat(episode_rows).to(torch.int64)
+        # A padding row copies a real row's id: give it one of its own, so it never joins that meta-episode.
+        episode_ids = torch.where(is_padding, -1 - torch.arange(num_rows), episode_ids)
+    return AttemptBatch(
+        attempt_ids=attempt_ids, rewards=rewards, status=status, is_padding=is_padding, episode_ids=episode_ids
+    )
 
 
 def attempt_token_sums(values: torch.Tensor, attempt_ids: torch.Tensor, num_attempts: int) -> torch.Tensor:

@@ -7,6 +7,8 @@ from typing import Any
 
 import torch
 
+from mr_search.contract import SEGMENT
+
 PREFIX = "mr_search"
 
 
@@ -18,6 +20,7 @@ def attempt_statistics(
     attempt_ids: torch.Tensor,
     response_mask: torch.Tensor,
     is_padding: torch.Tensor,
+    episode_rows: torch.Tensor | None = None,
 ) -> dict[str, float]:
     """Summarises a batch per attempt (1-based names, as evaluation reports attempts k = 1..K).
 
@@ -29,18 +32,25 @@ def attempt_statistics(
         attempt_ids: int ``[B, T]`` (-1 on padding).
         response_mask: ``[B, T]``.
         is_padding: bool ``[B]`` verl's synthetic rows, left out.
+        episode_rows: int64 ``[E]`` one row of each meta-episode, over which the per-attempt statistics (all but
+            trained_tokens and the token statistics) are taken; None: every row (one row per meta-episode).
 
     Returns:
         ``{"mr_search/attempt_k/<stat>": value}`` with present_frac, reward_mean, adv_mean, adv_std, adv_min,
         adv_max, adv_nonzero_frac (over present attempts) and trained_tokens; plus ``mr_search/num_attempts``.
     """
     real = ~is_padding
-    num_real = int(real.sum())
-    metrics: dict[str, float] = {f"{PREFIX}/num_attempts": float(advantages.shape[1])}
     trained = response_mask.bool() & real[:, None]
+    if episode_rows is not None:
+        advantages, rewards, present, is_padding = (
+            values.index_select(0, episode_rows) for values in (advantages, rewards, present, is_padding)
+        )
+    episode_real = ~is_padding
+    num_real = int(episode_real.sum())
+    metrics: dict[str, float] = {f"{PREFIX}/num_attempts": float(advantages.shape[1])}
     for s in range(advantages.shape[1]):
         name = f"{PREFIX}/attempt_{s + 1}"
-        here = present[:, s] & real
+        here = present[:, s] & episode_real
         count = int(here.sum())
         metrics[f"{name}/present_frac"] = count / num_real if num_real else 0.0
         metrics[f"{name}/trained_tokens"] = float((trained & (attempt_ids == s)).sum())
@@ -61,9 +71,16 @@ def attempt_statistics(
 
 
 def trajectory_fields(extra_fields: Sequence[Any], uids: Sequence[Any]) -> Iterator[dict[str, Any]]:
-    """The agent loop's ``extra_fields`` of a step's real trajectories (verl's padding rows left out)."""
+    """The agent loop's ``extra_fields`` of a step's real meta-episodes, one each (verl's padding rows left out).
+
+    A meta-episode trained as several rows (``mr_search.agent.segments``) is read from its last row, which holds its
+    records (verl copies the last row's ``reward_extra_info`` to the others).
+    """
     for fields, uid in zip(extra_fields, uids, strict=True):
         if isinstance(fields, dict) and not str(uid).startswith("pad"):
+            segment = fields.get(SEGMENT)
+            if isinstance(segment, dict) and segment.get("index") != segment.get("count", 1) - 1:
+                continue
             yield fields
 
 

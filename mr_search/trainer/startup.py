@@ -1,4 +1,4 @@
-"""Start-up checks of the MR-Search trainer: every ``mr_search.*`` subtree valid, no option that trains off-policy."""
+"""Start-up checks of the MR-Search trainer: every ``mr_search.*`` subtree valid before any worker starts."""
 
 from __future__ import annotations
 
@@ -19,28 +19,15 @@ def subtree(config: Any, name: str) -> Any:
 
 
 def check_training_options(config: Any) -> None:
-    """Validates the episode and reward subtrees before any worker starts; refuses the short-context options.
+    """Validates the episode and reward subtrees before any worker starts.
 
-    ``mr_search.episode.context=previous_attempt`` and ``max_context_tokens`` make the sampler generate from a
-    cut context while the trainer scores the whole meta-episode, so the update would be off-policy; they are
-    refused for training (evaluation, ``python -m mr_search.eval``, may use them).
+    The short-context options (``mr_search.episode.context=previous_attempt``, ``max_context_tokens``) train
+    on-policy: the agent loop hands the trainer one row per context the engine saw (``mr_search.agent.segments``).
 
     Raises:
-        ValueError: a bad value (naming the key and the valid values) or an off-policy option.
+        ValueError: a bad value, naming the key and the valid values.
     """
     from mr_search.reward import RewardConfig
 
-    episode = EpisodeConfig.from_config(subtree(config, "episode"))
+    EpisodeConfig.from_config(subtree(config, "episode"))
     RewardConfig.from_config(subtree(config, "reward"))
-    off_policy = []
-    if episode.context != "full":
-        off_policy.append(f"mr_search.episode.context={episode.context}")
-    if episode.max_context_tokens is not None:
-        off_policy.append(f"mr_search.episode.max_context_tokens={episode.max_context_tokens}")
-    if off_policy:
-        raise ValueError(
-            f"{', '.join(off_policy)}: the sampler would generate from a cut context while the trainer scores the "
-            "whole meta-episode, an off-policy update this trainer does not correct. Training supports "
-            "context=full without max_context_tokens; use the short-context options in evaluation "
-            "(python -m mr_search.eval) only"
-        )

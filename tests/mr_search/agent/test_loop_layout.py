@@ -191,7 +191,7 @@ async def test_previous_attempt_context_hides_older_attempts(kit: SimpleNamespac
     loop, server, _ = kit.make_loop(
         ["<answer>one</answer>", "<answer>two</answer>", "<answer>three</answer>"], {"context": "previous_attempt"}
     )
-    output = await loop.run(dict(kit.sampling), **kit.row())
+    output = await loop.play(dict(kit.sampling), **kit.row())
     prompt_len = len(output.prompt_ids)
     third = server.calls[2]["prompt_ids"]
     assert third[:prompt_len] == output.prompt_ids  # the question stays
@@ -199,7 +199,7 @@ async def test_previous_attempt_context_hides_older_attempts(kit: SimpleNamespac
     assert third[prompt_len : prompt_len + len(first_turn)] != first_turn
     start_attempt_2 = output.attempt_ids.index(1)
     assert third[prompt_len:] == output.response_ids[start_attempt_2 : len(third) - prompt_len + start_attempt_2]
-    assert len(output.response_ids) == len(output.attempt_ids)  # the trained sequence is still complete
+    assert len(output.response_ids) == len(output.attempt_ids)  # the whole meta-episode, as evaluation reads it
 
 
 async def test_context_limit_drops_oldest_tokens_never_the_question(kit: SimpleNamespace) -> None:
@@ -211,8 +211,8 @@ async def test_context_limit_drops_oldest_tokens_never_the_question(kit: SimpleN
     room = 40
     limit = prompt_len + 16 + room
     loop, server, _ = kit.make_loop(list(script), {**episode, "max_context_tokens": limit})
-    output = await loop.run(dict(kit.sampling), **kit.row())
-    assert output.response_ids == output_full.response_ids  # the trained sequence is complete
+    output = await loop.play(dict(kit.sampling), **kit.row())
+    assert output.response_ids == output_full.response_ids  # the whole meta-episode
     assert len(output_full.response_ids) > room  # the limit really bites
     for call, full_call in zip(server.calls, full_server.calls, strict=True):
         seen = full_call["prompt_ids"][prompt_len:]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, PAD_ATTEMPT_ID, AttemptStatus
+from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, EPISODE_ID, PAD_ATTEMPT_ID, AttemptStatus
 from mr_search.trainer.columns import attempt_batch_from_columns, attempt_token_sums
 
 
@@ -75,3 +75,11 @@ def test_attempt_token_sums_groups_tokens_by_attempt_and_drops_padding() -> None
     values = torch.tensor([[1.0, 2.0, 4.0, 8.0], [16.0, 32.0, 64.0, 128.0]])
     ids = torch.tensor([[0, 1, 1, -1], [2, 2, 0, -1]])
     assert attempt_token_sums(values, ids, 3).tolist() == [[1.0, 6.0, 0.0], [64.0, 0.0, 48.0]]
+
+
+def test_episode_ids_are_read_and_padding_rows_get_their_own() -> None:
+    columns = _columns([[0, 1], [1], [0, 1]], [[1.0, 0.0]] * 3, [[1, 1]] * 3)
+    columns[EPISODE_ID] = _jagged([[42], [42], [42]], torch.int64)  # row 2: verl's copy of row 0
+    batch = attempt_batch_from_columns(columns, response_lengths=[2, 1, 1], uids=["a", "a", "pad0"], width=2)
+    assert batch.episode_ids.tolist() == [42, 42, -3]
+    assert attempt_batch_from_columns(_columns([[0]], [[1.0]], [[1]]), [1], ["a"], 1).episode_ids is None

@@ -1,27 +1,23 @@
-"""Start-up refusal of the off-policy short-context options; a step with too many failed searches stops the run."""
+"""Start-up checks of the training options; a step with too many failed searches stops the run."""
 
 from __future__ import annotations
 
 import pytest
 from omegaconf import OmegaConf
 
-from mr_search.contract import SEARCH_RECORD
+from mr_search.contract import SEARCH_RECORD, SEGMENT
 from mr_search.retrieval_client import RetrieverConfig
-from mr_search.trainer.search_health import check_search_failures, search_failures
+from mr_search.trainer.metrics import episode_statistics
+from mr_search.trainer.search_health import SearchFailures, check_search_failures, search_failures
 from mr_search.trainer.startup import check_training_options
 
 
-@pytest.mark.parametrize(
-    ("episode", "named"),
-    [
-        ({"context": "previous_attempt"}, "mr_search.episode.context=previous_attempt"),
-        ({"max_context_tokens": 4096}, "mr_search.episode.max_context_tokens=4096"),
-    ],
-)
-def test_short_context_options_are_refused_for_training(episode: dict, named: str) -> None:
-    config = OmegaConf.create({"mr_search": {"episode": episode}})
-    with pytest.raises(ValueError, match=rf"{named}.*off-policy.*evaluation"):
-        check_training_options(config)
+@pytest.mark.parametrize("episode", [{"context": "previous_attempt"}, {"max_context_tokens": 4096}])
+def test_short_context_options_are_accepted_for_training(episode: dict) -> None:
+    # They train on-policy (one row per context the engine saw: tests/mr_search/agent/test_context_segments.py).
+    check_training_options(OmegaConf.create({"mr_search": {"episode": episode}}))
+    with pytest.raises(ValueError, match=r"\['full', 'previous_attempt'\]"):
+        check_training_options(OmegaConf.create({"mr_search": {"episode": {"context": "last"}}}))
 
 
 def test_the_paper_settings_pass_and_bad_values_fail_at_start_up() -> None:
@@ -63,3 +59,16 @@ def test_a_step_with_a_hung_generation_stops_the_run_naming_the_hang() -> None:
     with pytest.raises(RuntimeError, match=r"generation hung: 1 model turn\(s\).* for 600 s .*resume"):
         check_generation_timeouts(fields, ["a", "b", "c", "pad_1"], 600.0)
     check_generation_timeouts(fields[:1] + fields[2:3], ["a", "c"], 600.0)  # none hung: the step goes on
+
+
+def test_a_meta_episode_trained_as_several_rows_is_read_once() -> None:
+    # verl copies the last row's reward_extra_info to the other rows of the meta-episode; the records count once.
+    info = {"reward_extra_info": {"em_at_1": 1.0}}
+    rows = [
+        {**info, **_fields(0, 0, None), SEGMENT: {"index": 0, "count": 2}},
+        {**info, **_fields(4, 1, "timeout"), SEGMENT: {"index": 1, "count": 2}},
+        {"reward_extra_info": {"em_at_1": 0.0}, **_fields(1, 0, None)},  # a one-row meta-episode
+    ]
+    uids = ["u1", "u1", "u2"]
+    assert episode_statistics(rows, uids) == {"mr_search/em_at_1": 0.5}
+    assert search_failures(rows, uids) == SearchFailures(run=5, failed=1, last_error="timeout")

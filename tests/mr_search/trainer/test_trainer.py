@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import inspect
+import itertools
 
 import numpy as np
 import pytest
@@ -15,7 +16,7 @@ from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
 from mr_search.advantage import AdvantageConfig, attempt_advantages
 from mr_search.advantage import register as register_estimator
-from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS
+from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, EPISODE_ID
 from mr_search.trainer.attempt_trainer import (
     MRSearchTrainer,
     advantage_config_of,
@@ -37,6 +38,7 @@ TRAJECTORIES = {
 }
 # METHOD.md §4 by hand (gamma = 1, leave-one-out): group A is the worked example; group B's attempt 1 rewards
 # (1, 0, 1) give (0.5, -1, 0.5), its attempt 2 (b1, b2 only) gives (1, -1).
+_PER_TOKEN = ("response_mask", "rm_scores", "old_log_probs", "ref_log_prob", ATTEMPT_IDS)
 EXPECTED = {"a1": [1.0, 1.0], "a2": [-1.0, -1.0], "b1": [1.5, 1.0], "b2": [-2.0, -1.0], "b3": [0.5, 0.0]}
 
 
@@ -220,3 +222,33 @@ def test_agent_loop_scalars_are_logged_per_training_step(fake_tq, batch: KVBatch
     assert metrics["mr_search/em_at_2"] == pytest.approx(2 / 5)
     assert metrics["mr_search/reflection_gain"] == pytest.approx(0.0)
     assert metrics["mr_search/search_failures"] == pytest.approx(2 / 5)
+
+
+def test_a_meta_episode_split_into_rows_gets_the_same_advantages_and_counts_once(fake_tq) -> None:
+    """The short-context layout (one row per context the sampler saw) against the one-row layout above."""
+    rows, keys = {}, []
+    in_group = {"a1": 0, "a2": 1, "b1": 0, "b2": 1, "b3": 2}  # episode ids are unique within their uid group only
+    for name in TRAJECTORIES:
+        row = _row(name)
+        row[EPISODE_ID] = torch.tensor([in_group[name]])
+        length = len(row[ATTEMPT_IDS])
+        cuts = [0, length // 2, length] if length >= 4 else [0, length]  # a1, a2, b1 split in two
+        for part, (lo, hi) in enumerate(itertools.pairwise(cuts)):
+            piece = {key: value[lo:hi] if key in _PER_TOKEN else value for key, value in row.items()}
+            rows[f"key-{name}-{part}"] = piece
+            keys.append(f"key-{name}-{part}")
+    rows["key-pad"] = _padding_row(rows[keys[0]])
+    keys.insert(3, "key-pad")
+    fake_tq.put_rows(rows)
+    metrics: dict = {}
+    _trainer(fake_tq)._compute_advantage(KVBatchMeta(partition_id="train", keys=keys, tags=[{}] * len(keys)), metrics)
+    for name, (_, ids, mask, _, _) in TRAJECTORIES.items():
+        written = [
+            a for key in keys if key.startswith(f"key-{name}-") for a in fake_tq.rows[key]["advantages"].tolist()
+        ]
+        assert written == pytest.approx([EXPECTED[name][s] * m for s, m in zip(ids, mask, strict=True)]), name
+    # Per-attempt statistics count meta-episodes, not rows: the same figures as the one-row layout.
+    assert metrics["mr_search/attempt_2/present_frac"] == pytest.approx(4 / 5)
+    assert metrics["mr_search/attempt_2/reward_mean"] == pytest.approx(0.5)
+    assert metrics["mr_search/attempt_1/adv_max"] == pytest.approx(1.5)
+    assert metrics["mr_search/attempt_1/trained_tokens"] == 8.0
