@@ -54,7 +54,8 @@ MAX_TURNS="${MAX_TURNS:-}"                    # model turns per attempt (paper: 
 ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"          # sglang | vllm | cpu | hf; empty: embedded -> hf on a usable GPU,
                                               # else cpu; paper -> sglang. hf: the CPU backend's transformers
                                               # rollout on one GPU (no SGLang/vLLM/flash-attn; small models)
-N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-}"        # GPUs per node (paper: 8)
+N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-}"        # GPUs per node (paper: 8); empty with the paper preset on one node:
+                                              # the GPUs this node shows (CUDA_VISIBLE_DEVICES or nvidia-smi)
 NNODES="${NNODES:-1}"                         # >1: join the Ray cluster already running (ray start) on every node
 ROLLOUT_TP="${ROLLOUT_TP:-}"                  # rollout tensor parallel size (paper: 1)
 GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-}"  # share of GPU memory the engine may take (paper config: 0.6)
@@ -62,6 +63,8 @@ USE_REMOVE_PADDING="${USE_REMOVE_PADDING:-auto}"  # sglang/vllm: auto = 1 when f
 SGLANG_ATTENTION_BACKEND="${SGLANG_ATTENTION_BACKEND:-triton}"  # verl's default (flashinfer) needs nvcc at first use
 SGLANG_SAMPLING_BACKEND="${SGLANG_SAMPLING_BACKEND:-pytorch}"
 SGLANG_GRAMMAR_BACKEND="${SGLANG_GRAMMAR_BACKEND:-none}"  # the agent loop asks for no structured output: no xgrammar
+SGLANG_MEMORY_SAVER="${SGLANG_MEMORY_SAVER:-0}"  # 1: verl's default (the engine frees its memory while the trainer
+                                              # runs); it crashed at the 2nd weight sync on H100s (docs/gpu.md)
 
 # --- output ---------------------------------------------------------------------------------------------------------
 RUN_DIR="${RUN_DIR:-}"                        # run folder (checkpoints, metrics, logs); reuse one to resume
@@ -99,6 +102,12 @@ if [[ -n "$ATTEMPTS" ]] && ! [[ "$ATTEMPTS" =~ ^[1-9][0-9]*$ ]]; then
 fi
 if ! [[ "$NNODES" =~ ^[1-9][0-9]*$ ]]; then
   die "NNODES=$NNODES is not valid; use a whole number >= 1 (> 1 joins the Ray cluster started with ray start)"
+fi
+if [[ -z "$N_GPUS_PER_NODE" && "$PRESET" == paper && "$NNODES" == 1 && "$DRY_RUN" != 1 ]] && has_gpu; then
+  # The paper's 8 GPUs on a node that has fewer would stop in Ray ("Total available GPUs ... less than desired").
+  N_GPUS_PER_NODE="$(gpu_count)"
+  [[ "$N_GPUS_PER_NODE" == 8 ]] || echo "train_grpo_step.sh: N_GPUS_PER_NODE=$N_GPUS_PER_NODE (the GPUs this node" \
+    "shows; the paper used 8)" >&2
 fi
 # The K = 1 baseline keeps the mr_search estimator: the same method at K = 1 (leave-one-out baseline, no std
 # division, verl's rloo), so a comparison differs in K alone. verl's grpo (Search-R1's) divides by the group std.
@@ -185,6 +194,14 @@ elif [[ "$ROLLOUT_ENGINE" != cpu ]]; then
       "++actor_rollout_ref.rollout.engine_kwargs.sglang.sampling_backend=$SGLANG_SAMPLING_BACKEND"
       "++actor_rollout_ref.rollout.engine_kwargs.sglang.grammar_backend=$SGLANG_GRAMMAR_BACKEND"
     )
+    case "$SGLANG_MEMORY_SAVER" in
+      0) # The engine keeps its weights and KV cache while FSDP trains: GPU_MEMORY_UTILIZATION must leave the
+         # trainer room. Without the saver there is nothing to release, so verl must not ask for it.
+        overrides+=("++actor_rollout_ref.rollout.engine_kwargs.sglang.enable_memory_saver=False"
+                    "actor_rollout_ref.rollout.free_cache_engine=False") ;;
+      1) ;;
+      *) die "SGLANG_MEMORY_SAVER=$SGLANG_MEMORY_SAVER is not valid; use 0 or 1" ;;
+    esac
   elif [[ "$DRY_RUN" != 1 ]] && ! has_module flashinfer; then
     # vLLM's FlashInfer top-k/top-p sampler needs the flashinfer package; its own sampler needs nothing.
     export VLLM_USE_FLASHINFER_SAMPLER="${VLLM_USE_FLASHINFER_SAMPLER:-0}"

@@ -40,6 +40,7 @@ class VLLMEngine:
 
     def __init__(self, model: str, *, memory: float, max_model_len: int, prefix_caching: bool, eager: bool) -> None:
         os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
+        os.environ.setdefault("VLLM_WORKER_MULTIPROC_METHOD", "spawn")  # this process may have touched CUDA
         from vllm import AsyncEngineArgs, SamplingParams
         from vllm.v1.engine.async_llm import AsyncLLM
 
@@ -125,7 +126,7 @@ class SGLangEngine:
         return TokenOutput(token_ids=ids, log_probs=log_probs, stop_reason=finish, extra_fields={"global_steps": 0})
 
     async def reset_prefix_cache(self) -> None:
-        self.engine.flush_cache()
+        await self.engine.tokenizer_manager.flush_cache()  # Engine.flush_cache() would start a second event loop
 
     def shutdown(self) -> None:
         self.engine.shutdown()

@@ -17,6 +17,17 @@ gpu_name() {
   nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -n 1
 }
 
+# How many GPUs this process may use: the entries of CUDA_VISIBLE_DEVICES when set, else nvidia-smi's list.
+gpu_count() {
+  if [[ -n "${CUDA_VISIBLE_DEVICES+x}" ]]; then
+    local ids
+    IFS=, read -r -a ids <<<"$CUDA_VISIBLE_DEVICES"
+    echo "${#ids[@]}"
+  else
+    nvidia-smi -L 2>/dev/null | grep -c '^GPU ' || true
+  fi
+}
+
 # Exit status 0 when $PYTHON can import the top-level module $1 (found, not imported: fast, no CUDA start-up).
 has_module() {
   "$PYTHON" -c 'import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 1)' "$1" 2>/dev/null

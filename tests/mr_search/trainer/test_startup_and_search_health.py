@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from omegaconf import OmegaConf
 
@@ -72,3 +74,38 @@ def test_a_meta_episode_trained_as_several_rows_is_read_once() -> None:
     uids = ["u1", "u1", "u2"]
     assert episode_statistics(rows, uids) == {"mr_search/em_at_1": 0.5}
     assert search_failures(rows, uids) == SearchFailures(run=5, failed=1, last_error="timeout")
+
+
+def _sizes(gpus: int, mini: int = 4, n: int = 4, micro: int = 16, log_micro: int | None = 16, **actor: Any) -> Any:
+    return OmegaConf.create(
+        {
+            "trainer": {"n_gpus_per_node": gpus, "nnodes": 1},
+            "actor_rollout_ref": {
+                "actor": {"ppo_mini_batch_size": mini, "ppo_micro_batch_size_per_gpu": micro, **actor},
+                "rollout": {"n": n, "log_prob_micro_batch_size_per_gpu": log_micro},
+                "ref": {"log_prob_micro_batch_size_per_gpu": None},
+            },
+        }
+    )
+
+
+def test_micro_batches_larger_than_a_gpus_share_are_set_to_the_share() -> None:
+    # The embedded preset (4 questions x 4 rows, micro 16) on 2 GPUs: each GPU gets 8 rows of a mini-batch; verl
+    # asserted "data size must be divisible by force_group_size * micro_batch_size_per_gpu" at the first update.
+    config = _sizes(gpus=2)
+    check_training_options(config)
+    assert config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 8
+    assert config.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 8
+    assert config.actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu is None
+    one_gpu = _sizes(gpus=1)
+    check_training_options(one_gpu)
+    assert one_gpu.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 16  # already divides: untouched
+
+
+def test_micro_batches_that_do_not_divide_the_share_stop_the_start_up() -> None:
+    with pytest.raises(ValueError, match=r"ppo_micro_batch_size_per_gpu=3 does not divide the 8 rows"):
+        check_training_options(_sizes(gpus=2, micro=3))
+    with pytest.raises(ValueError, match=r"does not split over 3 data-parallel GPUs"):
+        check_training_options(_sizes(gpus=3))
+    check_training_options(_sizes(gpus=3, micro=3, use_dynamic_bsz=True))  # token-based micro-batches: no rule
+    check_training_options(_sizes(gpus=4, ulysses_sequence_parallel_size=2))  # 2 data-parallel groups: share 8
