@@ -11,11 +11,12 @@ from mr_search.agent.config import EpisodeConfig
 
 logger = logging.getLogger(__name__)
 
-# Per-GPU micro-batch keys of verl's actor_rollout_ref, each split out of one GPU's share of a PPO mini-batch.
+# Per-GPU micro-batch keys of verl's actor_rollout_ref and what each is split out of: the update's out of one GPU's
+# share of a PPO mini-batch, the log-prob passes' out of one GPU's share of the whole step.
 MICRO_BATCH_KEYS = (
-    "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu",
-    "actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu",
-    "actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu",
+    ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_mini_batch_size"),
+    ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "data.train_batch_size"),
+    ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "data.train_batch_size"),
 )
 
 
@@ -45,41 +46,45 @@ def check_training_options(config: Any) -> None:
 
 
 def fit_micro_batches(config: Any) -> None:
-    """Each per-GPU micro-batch must divide one GPU's share of a PPO mini-batch (verl asserts it in the first
-    update, minutes in). A micro-batch larger than the share is set to the share (it only bounds memory: the
-    update is the same); one that does not divide it stops the start-up naming both numbers.
+    """Each per-GPU micro-batch must divide the rows one GPU gets (verl asserts it in the first update, minutes in).
 
-    The share is ``ppo_mini_batch_size x rollout.n / (n_gpus_per_node x nnodes / ulysses_sequence_parallel_size)``
-    rows; a step's rows are a whole number of mini-batches (verl pads them), so dividing the share is enough.
+    The update's micro-batch splits a GPU's share of a PPO mini-batch (``ppo_mini_batch_size x rollout.n / dp``
+    rows), the log-prob passes' split a GPU's share of the step (``data.train_batch_size x rollout.n / dp``), with
+    ``dp = n_gpus_per_node x nnodes / ulysses_sequence_parallel_size``. A micro-batch larger than its share is set to
+    the share (it only bounds memory: the computation is the same); one that does not divide it stops the start-up
+    naming both numbers. Token-based micro-batches (``use_dynamic_bsz``) have no such rule.
     """
     if not OmegaConf.is_config(config) or OmegaConf.select(
         config, "actor_rollout_ref.actor.use_dynamic_bsz", default=False
     ):
         return
-    mini = OmegaConf.select(config, "actor_rollout_ref.actor.ppo_mini_batch_size", default=None)
-    n = OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=1)
+    n = OmegaConf.select(config, "actor_rollout_ref.rollout.n", default=1) or 1
     gpus = (OmegaConf.select(config, "trainer.n_gpus_per_node", default=1) or 1) * (
         OmegaConf.select(config, "trainer.nnodes", default=1) or 1
     )
     sp = OmegaConf.select(config, "actor_rollout_ref.actor.ulysses_sequence_parallel_size", default=1) or 1
-    if mini is None or gpus % sp:
-        return
-    dp, rows = gpus // sp, mini * n
-    if rows % dp:
-        raise ValueError(
-            f"a PPO mini-batch of {mini} questions x rollout.n {n} = {rows} rows does not split over {dp} "
-            f"data-parallel GPUs; set actor_rollout_ref.actor.ppo_mini_batch_size so that x {n} is a multiple of {dp}"
-        )
-    share = rows // dp
-    for key in MICRO_BATCH_KEYS:
+    if gpus % sp:
+        return  # verl's own check names this one
+    dp = gpus // sp
+    for key, batch_key in MICRO_BATCH_KEYS:
         micro = OmegaConf.select(config, key, default=None)
-        if micro is None or share % micro == 0:
+        questions = OmegaConf.select(config, batch_key, default=None)
+        if micro is None or questions is None:
+            continue
+        rows = questions * n
+        if rows % dp:
+            raise ValueError(
+                f"{batch_key}={questions} questions x rollout.n {n} = {rows} rows do not split over {dp} "
+                f"data-parallel GPUs; choose {batch_key} so that x {n} is a multiple of {dp}"
+            )
+        share = rows // dp
+        if share % micro == 0:
             continue
         if micro > share:
-            logger.warning("%s=%d > the %d rows each GPU gets from a mini-batch: using %d", key, micro, share, share)
+            logger.warning("%s=%d > the %d rows each GPU gets (%s): using %d", key, micro, share, batch_key, share)
             OmegaConf.update(config, key, share, merge=False)
             continue
         raise ValueError(
-            f"{key}={micro} does not divide the {share} rows each GPU gets from a PPO mini-batch ({mini} questions "
-            f"x rollout.n {n} / {dp} GPUs); use a divisor of {share}"
+            f"{key}={micro} does not divide the {share} rows each GPU gets ({batch_key}={questions} x rollout.n "
+            f"{n} / {dp} GPUs); use a divisor of {share}"
         )

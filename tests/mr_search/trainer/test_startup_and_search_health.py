@@ -76,10 +76,13 @@ def test_a_meta_episode_trained_as_several_rows_is_read_once() -> None:
     assert search_failures(rows, uids) == SearchFailures(run=5, failed=1, last_error="timeout")
 
 
-def _sizes(gpus: int, mini: int = 4, n: int = 4, micro: int = 16, log_micro: int | None = 16, **actor: Any) -> Any:
+def _sizes(
+    gpus: int, mini: int = 4, batch: int = 4, n: int = 4, micro: int = 16, log_micro: int | None = 16, **actor: Any
+) -> Any:
     return OmegaConf.create(
         {
             "trainer": {"n_gpus_per_node": gpus, "nnodes": 1},
+            "data": {"train_batch_size": batch},
             "actor_rollout_ref": {
                 "actor": {"ppo_mini_batch_size": mini, "ppo_micro_batch_size_per_gpu": micro, **actor},
                 "rollout": {"n": n, "log_prob_micro_batch_size_per_gpu": log_micro},
@@ -90,8 +93,9 @@ def _sizes(gpus: int, mini: int = 4, n: int = 4, micro: int = 16, log_micro: int
 
 
 def test_micro_batches_larger_than_a_gpus_share_are_set_to_the_share() -> None:
-    # The embedded preset (4 questions x 4 rows, micro 16) on 2 GPUs: each GPU gets 8 rows of a mini-batch; verl
-    # asserted "data size must be divisible by force_group_size * micro_batch_size_per_gpu" at the first update.
+    # The embedded preset (4 questions x 4 rows a mini-batch and a step, micro-batches of 16) on 2 GPUs: each GPU
+    # gets 8 rows; verl asserted "data size must be divisible by force_group_size * micro_batch_size_per_gpu" at the
+    # first update.
     config = _sizes(gpus=2)
     check_training_options(config)
     assert config.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 8
@@ -100,12 +104,25 @@ def test_micro_batches_larger_than_a_gpus_share_are_set_to_the_share() -> None:
     one_gpu = _sizes(gpus=1)
     check_training_options(one_gpu)
     assert one_gpu.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 16  # already divides: untouched
+    # make gpu-check's 8 questions a step: the log-prob passes get 16 rows a GPU, the update 8.
+    gpu_check = _sizes(gpus=2, batch=8)
+    check_training_options(gpu_check)
+    assert gpu_check.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 8
+    assert gpu_check.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 16
+
+
+def test_the_paper_recipe_fits_as_it_is_on_8_gpus() -> None:
+    # 32 questions x 5 a mini-batch -> 20 rows a GPU (micro 4); 64 x 5 a step -> 40 rows a GPU (log-prob micro 8).
+    paper = _sizes(gpus=8, mini=32, batch=64, n=5, micro=4, log_micro=8)
+    check_training_options(paper)
+    assert paper.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 4
+    assert paper.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 8
 
 
 def test_micro_batches_that_do_not_divide_the_share_stop_the_start_up() -> None:
     with pytest.raises(ValueError, match=r"ppo_micro_batch_size_per_gpu=3 does not divide the 8 rows"):
         check_training_options(_sizes(gpus=2, micro=3))
-    with pytest.raises(ValueError, match=r"does not split over 3 data-parallel GPUs"):
+    with pytest.raises(ValueError, match=r"do not split over 3 data-parallel GPUs"):
         check_training_options(_sizes(gpus=3))
     check_training_options(_sizes(gpus=3, micro=3, use_dynamic_bsz=True))  # token-based micro-batches: no rule
     check_training_options(_sizes(gpus=4, ulysses_sequence_parallel_size=2))  # 2 data-parallel groups: share 8
