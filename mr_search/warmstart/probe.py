@@ -40,6 +40,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from mr_search.eval.retries import retry_outcomes
+
 logger = logging.getLogger(__name__)
 
 
@@ -131,36 +133,6 @@ def summarize(
         "distinct_answers": len(first_answers),
         "sampled_em_at_k": em_at(sampled) if sampled else None,
         "mixed_groups": round(100.0 * mixed / max(1, len(groups)), 1) if groups else None,
-    }
-
-
-def retry_outcomes(records: Sequence[Mapping[str, Any]], attempts: int) -> dict[str, Any]:
-    """What the later attempts do with the first answer: after a wrong one, the share (%) that search with a query
-    attempt 1 did not use (``searched_differently``) and that are right at the last attempt (``fixed``); after a
-    right one, the share wrong at the last attempt (``broken``); the counts behind them (``wrong_first``,
-    ``right_first``). Shares are None when there is nothing to count."""
-    from mr_search.eval.records import searches
-
-    def share(hits: int, total: int) -> float | None:
-        return round(100.0 * hits / total, 1) if total else None
-
-    def last_em(record: Mapping[str, Any]) -> float:
-        k = min(attempts, len(record["attempts"])) - 1
-        return float(record["attempts"][k]["em"]) if k >= 0 else 0.0
-
-    wrong = [r for r in records if r["attempts"] and not r["attempts"][0]["em"]]
-    right = [r for r in records if r["attempts"] and r["attempts"][0]["em"]]
-    differently = 0
-    for record in wrong:
-        first = {s["query"].lower() for s in searches(record["attempts"][0])}
-        later = [s["query"].lower() for a in record["attempts"][1:attempts] for s in searches(a)]
-        differently += any(q not in first for q in later)
-    return {
-        "wrong_first": len(wrong),
-        "searched_differently": share(differently, len(wrong)),
-        "fixed": share(sum(last_em(r) > 0 for r in wrong), len(wrong)),
-        "right_first": len(right),
-        "broken": share(sum(last_em(r) == 0 for r in right), len(right)),
     }
 
 

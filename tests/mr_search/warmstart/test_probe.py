@@ -103,7 +103,7 @@ def test_a_policy_that_never_searches_again_shows_zero_and_no_wrong_first_attemp
 
 
 def test_retries_count_new_searches_fixes_and_breaks():
-    from mr_search.warmstart.probe import retry_outcomes
+    from mr_search.eval.retries import retry_outcomes
 
     fixed = _episode("q1", 0.0, ["Drelo Kam", None])  # wrong, searches a new name, right at attempt 3
     same = _episode("q2", 0.0, ["aldo venn", None])  # wrong, searches attempt 1's query again (case aside)
@@ -115,10 +115,14 @@ def test_retries_count_new_searches_fixes_and_breaks():
     assert figures == {
         "wrong_first": 2,
         "searched_differently": 50.0,
+        "searched_differently_n": 1,
         "fixed": 50.0,
+        "fixed_n": 1,
         "right_first": 2,
         "broken": 50.0,
+        "broken_n": 1,
     }
+    assert retry_outcomes([same], attempts=2)["fixed_n"] == 1, "counted at attempt 2, where q2 was right"
     assert retry_outcomes([kept], attempts=3)["searched_differently"] is None, "no wrong first answer: nothing to count"
     summary = summarize([fixed, same, kept, broken], [], {"q1": "Aldo Venn"}, attempts=3)
     assert summary["greedy_retries"] == figures
