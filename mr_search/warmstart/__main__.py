@@ -9,6 +9,7 @@ from pathlib import Path
 
 from mr_search.tiny_model import ensure_tiny_model, policy_shape
 from mr_search.warmstart.train import ensure_warmstart, warmstart_config
+from mr_search_retrieval.embedded.variant import world_variant
 
 
 def main() -> None:
@@ -35,7 +36,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    config = warmstart_config(args.outcome_feedback)
+    config = warmstart_config(args.outcome_feedback, world_variant())
     try:
         shape = policy_shape(args.policy)
     except ValueError as error:

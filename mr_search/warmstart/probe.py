@@ -266,9 +266,10 @@ def main() -> None:
     if model is None:
         from mr_search.tiny_model import ensure_tiny_model, policy_shape
         from mr_search.warmstart.train import ensure_warmstart, warmstart_config
+        from mr_search_retrieval.embedded.variant import world_variant
 
         base = ensure_tiny_model(config=policy_shape(args.policy))
-        model = ensure_warmstart(base_model=base, config=warmstart_config(args.outcome_feedback))
+        model = ensure_warmstart(base_model=base, config=warmstart_config(args.outcome_feedback, world_variant()))
     figures, greedy = probe(
         model, args.questions, args.samples, args.attempts, args.url, outcome_feedback=args.outcome_feedback
     )

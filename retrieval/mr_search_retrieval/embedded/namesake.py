@@ -14,15 +14,15 @@ DESIGN
       "Drelo Kam"   Drelo Kam was a sailor born in Tarport.
 
   ``Where was the sailor Aldo Venn born?`` (relation ``namesake_birthplace``, data source ``embedded_namesake``,
-  answer C2, gold passages N's then L's). The natural query, the asked-about name N, returns N's article (and,
-  80% of the time, a distractor naming another city): its only birthplace is the painter's, C1, a wrong answer a
-  hasty reader gives; the same article says, in the question's own words ("The sailor Aldo Venn"), which name to
-  search instead. L's article does not contain N, so a search for N does not find it; a search for L does.
+  answer C2, gold passages N's then L's). The natural query, the asked-about name N, returns N's article first: its
+  only birthplace is the painter's, C1, a wrong answer a hasty reader gives; the same article says, in the
+  question's own words ("The sailor Aldo Venn"), which name to search instead. L's article does not contain N, so
+  a search for N does not find it; a search for L does.
   ``Where was the painter Aldo Venn born?`` (``namesake_control``, data source ``embedded_namesake_control``,
   answer C1, N's article only) has the same shape and is answered by the first search: retrying it only risks
   breaking a right answer, so a policy that retries must read which case it is in.
 * Split: the questions about 10% of the groups are held out (the same 10% share as the default world's).
-* ``python -m mr_search_retrieval.embedded.namesake_stats`` measures, through a running service, the share of
+* ``python -m mr_search_retrieval.embedded.namesake_stats`` measures (in-process or through a service) the share of
   namesake questions whose natural query misses the gold passage and its rank for the natural and the reformulated
   query.
 * Determinism: the default world's generator, then one ``random.Random("namesake-<seed>")``; passages are shuffled
@@ -42,7 +42,9 @@ from mr_search_retrieval.embedded.world import DEFAULT_SEED, WORLD_VERSION, Worl
 
 VARIANT: Final = "namesake"
 # Bump when this generator changes: cached namesake worlds of another version are rebuilt.
-NAMESAKE_VERSION: Final = 1
+# 2: no distractor passages for the namesake groups (v1: 80%): the dense index ranked "Travels of N" above N's own
+#    article for the bare name, so the hasty answer was the distractor's city, not the namesake's the article gives.
+NAMESAKE_VERSION: Final = 2
 RETRY_SOURCE: Final = "embedded_namesake"
 CONTROL_SOURCE: Final = "embedded_namesake_control"
 RETRY_RELATION: Final = "namesake_birthplace"
@@ -54,7 +56,9 @@ class NamesakeConfig:
     """Sizes of the namesake part (the default world's own sizes are ``WorldConfig``'s defaults)."""
 
     groups: int = 400
-    distractor_rate: float = 0.8  # share of groups whose well-known N also has a distractor passage
+    distractor_rate: float = (
+        0.0  # share of groups whose N also has a distractor passage (v1: 0.8, see NAMESAKE_VERSION)
+    )
     test_fraction: float = 0.1  # share of groups whose two questions are held out
 
     def __post_init__(self) -> None:
