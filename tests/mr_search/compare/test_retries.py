@@ -63,3 +63,15 @@ def test_retries_are_counted_per_model_seed_and_source(work_folder: Path) -> Non
     assert "| warm_start | - | all | 0 | 0 | 0 | 0 | 1 | 0 | 0 |" in table
     comparison = build_comparison(work_folder, {MR: 16, BASELINE: 16})
     assert comparison["retries"] == count_retries(work_folder, [3]), "K_eval 3: counted at attempt 3 once"
+
+
+def test_the_report_shows_the_retries(work_folder: Path, tmp_path: Path) -> None:
+    from mr_search.compare.__main__ import write_report
+
+    _write(
+        work_folder / "seed_1" / "eval" / "trajectories.jsonl",
+        [_episode(MR, "1", "embedded_1hop", [0, 1, 1], ["Aldo Venn", "Drelo Kam", "Drelo Kam"])],
+    )
+    report = write_report(work_folder, tmp_path / "report", 16, 16).read_text()
+    assert "## What the retries did" in report
+    assert "| MR-Search K=3 | 1 | all | 1 | 1 | 1 | 0 | 0 |" in report
