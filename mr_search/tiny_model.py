@@ -56,9 +56,31 @@ class TinyModelConfig:
             )
 
 
+# Named shapes of the tiny policy (``python -m mr_search.warmstart --policy NAME``). "tiny" is the embedded default's;
+# "small" has twice the layers and feed-forward width (about 2x the compute a token), for worlds whose questions need
+# more than copying one name (the namesake world: read which namesake is meant, then copy the other name).
+POLICY_SHAPES: dict[str, TinyModelConfig] = {
+    "tiny": TinyModelConfig(),
+    "small": TinyModelConfig(num_hidden_layers=4, intermediate_size=512),
+}
+
+
+def policy_shape(name: str) -> TinyModelConfig:
+    """The ``TinyModelConfig`` of a named shape (``POLICY_SHAPES``); an unknown name raises, listing the known ones."""
+    try:
+        return POLICY_SHAPES[name]
+    except KeyError:
+        raise ValueError(f"unknown tiny policy shape {name!r}; use one of {', '.join(POLICY_SHAPES)}") from None
+
+
 def cache_root() -> Path:
-    """The project's cache folder: $MR_SEARCH_CACHE, else ~/.cache/mr_search."""
-    return Path(os.environ.get("MR_SEARCH_CACHE") or Path.home() / ".cache" / "mr_search")
+    """The project's cache folder: $MR_SEARCH_CACHE, else ~/.cache/mr_search; ``<that>/worlds/<variant>`` when
+    ``$MR_SEARCH_WORLD`` names an opt-in embedded world (its tokenizer, policy and warm starts stay apart)."""
+    try:
+        from mr_search_retrieval.embedded.variant import variant_cache_dir
+    except ImportError:  # the retrieval package is optional: then only the default world exists
+        return Path(os.environ.get("MR_SEARCH_CACHE") or Path.home() / ".cache" / "mr_search")
+    return variant_cache_dir()
 
 
 def build_tokenizer(texts: Iterable[str], out_dir: Path | str, vocab_size: int = 2048, tag_tokens: bool = True):

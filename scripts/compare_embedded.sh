@@ -7,6 +7,8 @@
 #   SEEDS=1 STEPS=4 bash scripts/compare_embedded.sh # a quicker look
 #   WORK_DIR=runs/compare/<name> bash scripts/compare_embedded.sh   # continue: finished pieces are skipped
 #   DRY_RUN=1 bash scripts/compare_embedded.sh       # print the plan and exit
+#   WORLD=namesake POLICY=small bash scripts/compare_embedded.sh   # the namesake world (its own cache, service and
+#                                                    # report folder, reports/compare_namesake) with the 4-layer policy
 #
 # Per seed: MR-Search trains STEPS steps; the baseline trains at the same batch for BASELINE_STEPS steps (default
 # 4 x STEPS: a K = 1 episode is about a third as long, and a step costs seconds where a relaunch costs minutes), the
@@ -36,8 +38,19 @@ EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-}"  # evaluation: meta-episode bud
 TOKEN_TOLERANCE="${TOKEN_TOLERANCE:-0.05}"  # baseline tokens within this fraction of the budget: no more steps
 MAX_QUESTIONS="${MAX_QUESTIONS:-40}"    # first N held-out questions per data source (fixed before training)
 WORK_DIR="${WORK_DIR:-}"                # empty: runs/compare/<date>
-REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_embedded}"
-RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
+WORLD="${WORLD:-default}"               # default | namesake: the embedded world (MR_SEARCH_WORLD; the namesake one
+                                       # is cached under $MR_SEARCH_CACHE/worlds/namesake)
+POLICY="${POLICY:-tiny}"                # tiny | small: the tiny policy's shape the warm start trains
+[[ "$WORLD" =~ ^(default|namesake)$ ]] || { echo "compare_embedded.sh: WORLD=$WORLD is not valid; use default or namesake" >&2; exit 1; }
+if [[ "$WORLD" == default ]]; then
+  REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_embedded}"
+  RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
+else
+  # Another world, another report and another port: a default-world service on 8000 must not answer for it.
+  REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_$WORLD}"
+  RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8019}"
+fi
+export MR_SEARCH_WORLD="$WORLD"
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 NOTE="${NOTE:-}"                        # one line for the report's history table
 WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
@@ -64,6 +77,7 @@ whole MAX_QUESTIONS "$MAX_QUESTIONS"
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OUTCOME_FEEDBACK" =~ ^[01]$ ]] || die "OUTCOME_FEEDBACK=$OUTCOME_FEEDBACK is not valid; use 0 (paper) or 1"
 [[ "$ROLLOUT_ENGINE" =~ ^(|cpu|hf)$ ]] || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use cpu or hf (or leave it empty)"
+[[ "$POLICY" =~ ^(tiny|small)$ ]] || die "POLICY=$POLICY is not valid; use tiny or small"
 [[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
 ((ATTEMPTS > 1)) || die "ATTEMPTS=$ATTEMPTS is not valid; MR-Search needs >= 2 attempts (the baseline is K = 1)"
 BASELINE_STEPS="${BASELINE_STEPS:-$((4 * STEPS))}"
@@ -88,7 +102,7 @@ for ((i = 0; i < SEEDS; i++)); do seeds+=($((SEED_BASE + i))); done
 echo "compare_embedded.sh: seeds ${seeds[*]}; MR-Search K=$ATTEMPTS $STEPS steps, baseline K=1 from $BASELINE_STEPS steps;" \
   "batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, lr $LR; eval K_eval=$K_EVAL on $MAX_QUESTIONS questions per source" \
   "($MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode);" \
-  "outcome feedback $feedback_said"
+  "outcome feedback $feedback_said; world $WORLD, policy $POLICY"
 echo "  work folder $WORK_DIR, report $REPORT_DIR, retrieval $RETRIEVER_URL"
 [[ "$DRY_RUN" == 1 ]] && exit 0
 
@@ -105,11 +119,14 @@ mapfile -t files < <("$PYTHON" -c \
 TRAIN_FILE="${files[0]}"
 TEST_FILE="${files[1]}"
 echo "compare_embedded.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
-WARM="$("$PYTHON" -m mr_search.warmstart "${feedback_flag[@]}" | tail -n 1)"
+WARM="$("$PYTHON" -m mr_search.warmstart --policy "$POLICY" "${feedback_flag[@]}" | tail -n 1)"
 if ! retrieval_healthy "$RETRIEVER_URL"; then
   echo -n "compare_embedded.sh: "
   retrieval_start_local "$RETRIEVER_URL" "$WORK_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
 fi
+# A service that was already running must serve this world's corpus (another world's would score every search).
+"$PYTHON" -m mr_search_retrieval.embedded.serves --url "$RETRIEVER_URL/retrieve" \
+  || die "the retrieval service at $RETRIEVER_URL does not serve the $WORLD world; stop it or set RETRIEVER_URL"
 
 # The engine train_grpo_step.sh picks for the embedded preset: stated in the report with the card it ran on.
 # shellcheck source=lib/gpu.sh
@@ -124,10 +141,13 @@ if [[ "$ROLLOUT_ENGINE" == hf ]]; then
 else
   machine+=", no GPU used, shared with other jobs"
 fi
+knobs=""  # the world and policy knobs, when not the defaults, lead the command in the report
+[[ "$WORLD" == default ]] || knobs+="WORLD=$WORLD "
+[[ "$POLICY" == tiny ]] || knobs+="POLICY=$POLICY "
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
 import json, sys
 meta = {
-    "command": "LR=$LR ${feedback_override:+OUTCOME_FEEDBACK=1 }SEEDS=$SEEDS STEPS=$STEPS BASELINE_STEPS=$BASELINE_STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
+    "command": "${knobs}LR=$LR ${feedback_override:+OUTCOME_FEEDBACK=1 }SEEDS=$SEEDS STEPS=$STEPS BASELINE_STEPS=$BASELINE_STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
     "machine": "$machine",
     "steps": $STEPS,
     "MR-Search": "K=$ATTEMPTS, mr_search loop + estimator (gamma 1, leave-one-out), batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE",
@@ -135,6 +155,8 @@ meta = {
     "learning rate": "$LR",
     "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE; $MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode; outcome feedback $feedback_said",
     "warm start": "$WARM",
+    "world": "$WORLD",
+    "policy": "$POLICY",
     "work": "$WORK_DIR",
 }
 open(sys.argv[1], "w").write(json.dumps(meta, indent=1) + "\n")

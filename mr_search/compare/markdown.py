@@ -10,6 +10,7 @@ from typing import Any, Final
 from mr_search.compare.aggregate import AVERAGE, Spread
 from mr_search.compare.layout import BASELINE, MR, WARM
 from mr_search.compare.plots import EM_VS_ATTEMPT, EM_VS_STEP, LABELS
+from mr_search.compare.retries import retry_table
 
 HISTORY: Final = "history.jsonl"
 
@@ -164,6 +165,17 @@ def render_report(
     for source in comparison["sources"]:
         if source != AVERAGE:
             parts += [f"### {source}", "", em_table(comparison, source), ""]
+    if comparison.get("retries"):
+        parts += [
+            "## What the retries did (greedy evaluation, counted from the trajectories)",
+            "",
+            "Per model, seed and data source: first answers wrong and right at attempt 1; of the wrong ones, how many "
+            "meta-episodes searched with a query attempt 1 did not use and how many were right at the attempt named "
+            "(fixed); of the right ones, how many were wrong there (broken).",
+            "",
+            retry_table(comparison["retries"], LABELS, [s for s in comparison["sources"] if s != AVERAGE]),
+            "",
+        ]
     parts += [
         "## Same budget of sampled tokens",
         "",

@@ -10,6 +10,7 @@ from typing import Any
 from mr_search.compare.aggregate import AVERAGE, em_by_attempt, em_curve, gain_by_attempt, load_results, sources_of
 from mr_search.compare.budget import read_match
 from mr_search.compare.layout import BASELINE, MR, WARM, seed_dirs, warm_results
+from mr_search.compare.retries import count_retries
 from mr_search.compare.training_log import StepRecord, cumulative_tokens, read_steps
 
 
@@ -99,8 +100,10 @@ def build_comparison(work: Path, rows: Mapping[str, int]) -> dict[str, Any]:
         heldout[method] = {src: _curve_stats([s["heldout"][method][src] for s in seeds]) for src in sources}
     if warm is not None:
         heldout[WARM] = {src: _curve_stats([em_curve(warm, WARM, src)]) for src in sources_of(warm)}
+    k_eval = len(heldout[MR][AVERAGE]["em"]) if AVERAGE in heldout[MR] else 3
     return {
         "meta": meta,
+        "retries": count_retries(work, sorted({min(3, k_eval), k_eval})),
         "rows_per_step": dict(rows),
         "seeds": [s["seed"] for s in seeds],
         "unfinished_seeds": unfinished,

@@ -1,5 +1,5 @@
-"""``python -m mr_search.warmstart [--base DIR] [--outcome-feedback]``: builds (or finds) the warm-started policy
-and prints its dir."""
+"""``python -m mr_search.warmstart [--base DIR | --policy tiny|small] [--outcome-feedback]``: builds (or finds) the
+warm-started policy and prints its dir."""
 
 from __future__ import annotations
 
@@ -7,13 +7,21 @@ import argparse
 import logging
 from pathlib import Path
 
+from mr_search.tiny_model import ensure_tiny_model, policy_shape
 from mr_search.warmstart.train import ensure_warmstart, warmstart_config
+from mr_search_retrieval.embedded.variant import world_variant
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m mr_search.warmstart", description=__doc__)
     parser.add_argument("--base", type=Path, default=None, help="HF model dir to start from (default: the tiny policy)")
     parser.add_argument("--out", type=Path, default=None, help="output dir (default: $MR_SEARCH_CACHE/warmstart/<key>)")
+    parser.add_argument(
+        "--policy",
+        default="tiny",
+        help="shape of the tiny policy to start from when --base is not given: tiny (default) or small "
+        "(mr_search.tiny_model.POLICY_SHAPES)",
+    )
     parser.add_argument(
         "--threads",
         type=int,
@@ -28,8 +36,13 @@ def main() -> None:
     )
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    config = warmstart_config(args.outcome_feedback)
-    print(ensure_warmstart(base_model=args.base, out_dir=args.out, config=config, threads=args.threads))
+    config = warmstart_config(args.outcome_feedback, world_variant())
+    try:
+        shape = policy_shape(args.policy)
+    except ValueError as error:
+        parser.error(str(error))
+    base = args.base if args.base is not None else ensure_tiny_model(config=shape)
+    print(ensure_warmstart(base_model=base, out_dir=args.out, config=config, threads=args.threads))
 
 
 if __name__ == "__main__":

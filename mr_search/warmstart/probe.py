@@ -8,7 +8,8 @@ questions per data source of the embedded world, and prints (as JSON):
 
 - ``greedy_em_at_k``: greedy EM (%) at each attempt;
 - ``query_names_entity``: share (%) of first-attempt first searches that contain the asked-about entity's name
-  (the first gold passage's title, which every embedded question names verbatim);
+  (the first gold passage's title, which every embedded question names verbatim); ``query_is_entity``: that are
+  exactly the name (case aside): the policy's name-copy accuracy;
 - ``gold_passage_found``: share (%) of first attempts whose searches return that gold passage (the one on the
   asked-about entity);
 - ``distinct_answers``: distinct greedy first-attempt answers (a collapsed policy gives one);
@@ -19,7 +20,10 @@ questions per data source of the embedded world, and prints (as JSON):
   (training logs the same as ``mr_search/searches_at_k``), and ``greedy_search_after_1`` /
   ``sampled_search_after_1``: share (%) of meta-episodes that search in some attempt k >= 2, of all of them
   (``all``) and of those whose first attempt was wrong (``after_wrong``, None when none was): a policy that never
-  searches again gives reflection nothing but its old passages to work with.
+  searches again gives reflection nothing but its old passages to work with;
+- ``greedy_retries`` / ``sampled_retries`` (and ``..._by_source``): after a wrong first answer, how often a later
+  attempt searches with a query attempt 1 did not use and how often the last attempt is right (fixed); after a right
+  one, how often the last attempt is wrong (broken) (``retry_outcomes``); ``greedy_em_at_k_by_source``.
 
 Without ``--url`` the embedded dense index is searched in-process (the same index ``retrieval_launch.sh``
 serves), so no service is needed.
@@ -35,6 +39,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
+
+from mr_search.eval.retries import retry_outcomes
 
 logger = logging.getLogger(__name__)
 
@@ -88,11 +94,12 @@ def summarize(
 
     from mr_search.eval.records import searches
 
-    named = found = 0
+    named = found = exact = 0
     for record in greedy:
         query = _first_query(record)
         entity = entities.get(str(record["uid"]), "\0")
         named += bool(query) and entity.lower() in str(query).lower()
+        exact += bool(query) and entity.lower() == str(query).strip().lower()
         first = searches(record["attempts"][0]) if record["attempts"] else []
         titles = (f'(Title: "{entity}")', f"(Title: {entity})")  # the corpus quotes its titles; others may not
         found += any(title in s["information"] for s in first for title in titles)
@@ -116,7 +123,12 @@ def summarize(
             source: em_at([r for r in greedy if r["data_source"] == source])[0]
             for source in sorted({str(r["data_source"]) for r in greedy})
         },
+        "greedy_em_at_k_by_source": {
+            source: em_at([r for r in greedy if r["data_source"] == source])
+            for source in sorted({str(r["data_source"]) for r in greedy})
+        },
         "query_names_entity": round(100.0 * named / max(1, len(greedy)), 1),
+        "query_is_entity": round(100.0 * exact / max(1, len(greedy)), 1),
         "gold_passage_found": round(100.0 * found / max(1, len(greedy)), 1),
         "distinct_answers": len(first_answers),
         "sampled_em_at_k": em_at(sampled) if sampled else None,
@@ -138,6 +150,11 @@ def _search_counts(name: str, records: Sequence[Mapping[str, Any]], attempts: in
 
     wrong_first = [r for r in records if r["attempts"] and not r["attempts"][0]["em"]]
     return {
+        f"{name}_retries": retry_outcomes(records, attempts),
+        f"{name}_retries_by_source": {
+            source: retry_outcomes([r for r in records if r["data_source"] == source], attempts)
+            for source in sorted({str(r["data_source"]) for r in records})
+        },
         f"{name}_searches_at_k": [
             round(100.0 * sum(searched(r, k) for r in records) / max(1, len(records)), 1) for k in range(attempts)
         ],
@@ -236,6 +253,9 @@ def main() -> None:
     parser.add_argument("--url", default=None, help="a running service's /retrieve URL (default: in-process)")
     parser.add_argument("--dump", type=Path, default=None, help="write the greedy trajectories here (JSONL)")
     parser.add_argument(
+        "--policy", default="tiny", help="without --model: the warm start of this tiny policy shape (tiny, small)"
+    )
+    parser.add_argument(
         "--outcome-feedback",
         action="store_true",
         help="reflection turns say whether the previous answer was right (default model: the warm start built so)",
@@ -244,9 +264,12 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     model = args.model
     if model is None:
+        from mr_search.tiny_model import ensure_tiny_model, policy_shape
         from mr_search.warmstart.train import ensure_warmstart, warmstart_config
+        from mr_search_retrieval.embedded.variant import world_variant
 
-        model = ensure_warmstart(config=warmstart_config(args.outcome_feedback))
+        base = ensure_tiny_model(config=policy_shape(args.policy))
+        model = ensure_warmstart(base_model=base, config=warmstart_config(args.outcome_feedback, world_variant()))
     figures, greedy = probe(
         model, args.questions, args.samples, args.attempts, args.url, outcome_feedback=args.outcome_feedback
     )

@@ -172,12 +172,20 @@ class WarmStartConfig:
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-def warmstart_config(outcome_feedback: bool = False) -> WarmStartConfig:
+# Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
+# alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
+NAMESAKE_SINGLE_ATTEMPT_SHARE = 0.7
+
+
+def warmstart_config(outcome_feedback: bool = False, world: str = "default") -> WarmStartConfig:
     """The default warm start, or (``outcome_feedback``) the one whose reflection turns say whether the previous
-    answer was right, for training and evaluating with ``mr_search.episode.outcome_feedback`` (MAGE-style)."""
-    if not outcome_feedback:
-        return WarmStartConfig()
-    return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=True))
+    answer was right, for training and evaluating with ``mr_search.episode.outcome_feedback`` (MAGE-style). In the
+    ``namesake`` world (``MR_SEARCH_WORLD``) twice as many transcripts show all K attempts
+    (``NAMESAKE_SINGLE_ATTEMPT_SHARE``)."""
+    transcripts = TranscriptConfig(outcome_feedback=outcome_feedback)
+    if world == "namesake":
+        return WarmStartConfig(transcripts=transcripts, single_attempt_share=NAMESAKE_SINGLE_ATTEMPT_SHARE)
+    return WarmStartConfig(transcripts=transcripts)
 
 
 def shared_prefix_length(ids, labels) -> int:

@@ -14,6 +14,11 @@ cannot know it was right): a policy that imitates these searches again after its
 it keeps. The slipped turns are context only (``Turn.trained`` False: no loss), so the policy learns to react to
 a wrong attempt without learning to make one; answers it is trained to give never come from nowhere.
 
+In the ``namesake`` world (``MR_SEARCH_WORLD=namesake``) a namesake question's first attempt may slip the hasty way:
+it searches the asked-about name and answers the birthplace that name's article gives, the well-known namesake's;
+the next attempt goes on with the name that article says to search instead (as after a two-hop slip: the second
+gold passage's title).
+
 With ``outcome_feedback`` (MAGE-style, off in the paper) the reflection turn says whether the previous answer was
 right, so after a right attempt the next one always keeps it, and the thought after each reflection repeats what
 it was told ("My previous answer was incorrect. ..."): a policy that imitates these retries only when told it was
@@ -33,6 +38,8 @@ from mr_search.prompts import format_passages
 from mr_search.warmstart.lookup import LexicalIndex
 
 Role = Literal["model", "information"]
+NAMESAKE_RELATION = "namesake_birthplace"  # mr_search_retrieval.embedded.namesake.RETRY_RELATION (not imported:
+# the retrieval package is optional)
 
 THINK_SEARCH = "I need to search for this."
 THINK_BRIDGE = "I found {bridge}. I need to search for it."
@@ -120,7 +127,7 @@ class Attempt:
     """A wrong attempt and the kind of slip it shows (``bridge``: stopped at the first hop; ``misread``: a twin's
     or distractor's value; ``partial``: searched part of the name, answered what the passages do not show)."""
 
-    kind: Literal["bridge", "misread", "partial", "verify"]
+    kind: Literal["bridge", "misread", "partial", "verify", "namesake"]
     turns: tuple[Turn, ...]
 
 
@@ -169,7 +176,7 @@ class TranscriptBuilder:
         subject = str(self.index.doc(gold_ids[0])["title"])  # the asked-about entity, verbatim in the question
         bridge = str(self.index.doc(gold_ids[1])["title"]) if len(gold_ids) > 1 else None
         turns: list[Turn] = []
-        if retry is not None and retry.kind == "bridge" and bridge is not None:
+        if retry is not None and retry.kind in ("bridge", "namesake") and bridge is not None:
             # The previous attempt stopped at the bridge entity: go on from its passages with the second hop.
             turns.append(Turn("model", search_turn(self._told(THINK_RETRY_BRIDGE.format(bridge=bridge)), bridge)))
             turns.append(self._information(bridge, gold_ids[1]))
@@ -225,7 +232,8 @@ class TranscriptBuilder:
         one hop, the same-kind answer that a twin's or distractor's passage among the results shows. The wrong
         answer (and a partial query) is context only.
         """
-        if rng.random() < self.config.p_partial:
+        # A namesake question slips the hasty way only (its search of the full name is the natural one).
+        if row.get("relation") != NAMESAKE_RELATION and rng.random() < self.config.p_partial:
             partial = self._partial_attempt(row, rng)
             if partial is not None:
                 return partial
@@ -233,9 +241,16 @@ class TranscriptBuilder:
         subject = str(self.index.doc(gold_ids[0])["title"])
         search = Turn("model", search_turn(THINK_SEARCH, subject))
         information = self._information(subject, gold_ids[0])
-        if len(gold_ids) > 1:
-            wrong: str | None = str(self.index.doc(gold_ids[1])["title"])
-            kind: Literal["bridge", "misread"] = "bridge"
+        kind: Literal["bridge", "misread", "namesake"]
+        wrong: str | None
+        if row.get("relation") == NAMESAKE_RELATION:
+            # The hasty reading: the birthplace the asked-about name's own article gives (the namesake's).
+            found = re.search(r"was born in (\w+)\.", str(self.index.doc(gold_ids[0])["text"]))
+            wrong = found.group(1) if found else None
+            kind = "namesake"
+        elif len(gold_ids) > 1:
+            wrong = str(self.index.doc(gold_ids[1])["title"])
+            kind = "bridge"
         else:
             wrong = self._confuser(row, information.text)
             kind = "misread"

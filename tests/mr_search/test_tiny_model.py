@@ -42,3 +42,25 @@ def test_chat_template_and_tags(tmp_path: Path) -> None:
 def test_invalid_config_names_the_problem() -> None:
     with pytest.raises(ValueError, match="divisible"):
         TinyModelConfig(hidden_size=30, num_attention_heads=4)
+
+
+def test_named_policy_shapes() -> None:
+    from mr_search.tiny_model import POLICY_SHAPES, policy_shape
+
+    assert policy_shape("tiny") == TinyModelConfig()
+    small = policy_shape("small")
+    assert small.num_hidden_layers == 2 * TinyModelConfig().num_hidden_layers
+    assert small.intermediate_size == 2 * TinyModelConfig().intermediate_size
+    with pytest.raises(ValueError, match="unknown tiny policy shape 'huge'; use one of tiny, small"):
+        policy_shape("huge")
+    assert set(POLICY_SHAPES) == {"tiny", "small"}
+
+
+def test_an_opt_in_world_gets_its_own_cache_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from mr_search.tiny_model import cache_root
+
+    monkeypatch.setenv("MR_SEARCH_CACHE", str(tmp_path))
+    monkeypatch.delenv("MR_SEARCH_WORLD", raising=False)
+    assert cache_root() == tmp_path
+    monkeypatch.setenv("MR_SEARCH_WORLD", "namesake")
+    assert cache_root() == tmp_path / "worlds" / "namesake"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Final
 
 # A small syllable inventory keeps the vocabulary of a tiny tokenizer small: every name is a
@@ -50,6 +50,10 @@ class NameGenerator:
         vowel = self._rng.choice(VOWELS)
         coda = "" if open_only else self._rng.choice(CODAS)
         return onset + vowel + coda
+
+    def reserve(self, names: Iterable[str]) -> None:
+        """Marks ``names`` as taken (a world built on top of another draws no name twice)."""
+        self._used.update(name.lower() for name in names)
 
     def _claim(self, name: str) -> bool:
         key = name.lower()

@@ -53,6 +53,7 @@ from typing import Any, Final
 
 from mr_search_retrieval.embedded.facts import FactGraph, WorldConfig, build_facts
 from mr_search_retrieval.embedded.questions import Question, make_questions, split_questions
+from mr_search_retrieval.embedded.variant import DEFAULT_VARIANT, WORLD_ENV, variant_cache_dir, world_variant
 
 logger = logging.getLogger(__name__)
 
@@ -226,55 +227,91 @@ def _question_row(split: str, index: int, q: Question) -> dict[str, Any]:
 def write_world(out_dir: Path | str, *, seed: int = DEFAULT_SEED, config: WorldConfig | None = None) -> WorldPaths:
     """Builds the world for ``seed`` and writes corpus/train/test JSON lines and ``meta.json`` to ``out_dir``."""
     config = config or WorldConfig()
+    corpus, train, test = build_world(seed, config)
+    meta = {"version": WORLD_VERSION, "seed": seed, "config": asdict(config)}
+    return write_rows(out_dir, corpus, train, test, meta)
+
+
+def write_rows(
+    out_dir: Path | str,
+    corpus: list[dict[str, Any]],
+    train: list[dict[str, Any]],
+    test: list[dict[str, Any]],
+    meta: dict[str, Any],
+) -> WorldPaths:
+    """Writes a world's rows (JSON lines) and ``meta.json`` (``meta`` plus counts and the files' sha256)."""
     paths = WorldPaths.under(Path(out_dir))
     paths.root.mkdir(parents=True, exist_ok=True)
-    corpus, train, test = build_world(seed, config)
     digests = {}
     for path, rows in ((paths.corpus, corpus), (paths.train, train), (paths.test, test)):
         data = _jsonl(rows)
         digests[path.name] = hashlib.sha256(data).hexdigest()
         _write_atomic(path, data)
     meta = {
-        "version": WORLD_VERSION,
-        "seed": seed,
-        "config": asdict(config),
+        **meta,
         "counts": {"passages": len(corpus), "train": len(train), "test": len(test)},
         "sha256": digests,
     }
     _write_atomic(paths.meta, (json.dumps(meta, indent=2, sort_keys=True) + "\n").encode("utf-8"))
-    logger.info("embedded world v%d (seed %d) written to %s: %s", WORLD_VERSION, seed, paths.root, meta["counts"])
+    logger.info("embedded world %s written to %s: %s", meta.get("variant", "default"), paths.root, meta["counts"])
     return paths
 
 
 def default_cache_dir() -> Path:
-    """``$MR_SEARCH_CACHE`` if set, else ``~/.cache/mr_search``."""
-    env = os.environ.get("MR_SEARCH_CACHE")
-    return Path(env) if env else Path.home() / ".cache" / "mr_search"
+    """The cache root of the world ``$MR_SEARCH_WORLD`` names: ``$MR_SEARCH_CACHE`` (else ``~/.cache/mr_search``) for
+    the default world, ``<that>/worlds/<variant>`` for an opt-in variant (``variant.py``)."""
+    return variant_cache_dir()
 
 
-def _is_current(paths: WorldPaths) -> bool:
+def _expected_meta(variant: str) -> dict[str, Any]:
+    expected: dict[str, Any] = {"version": WORLD_VERSION, "seed": DEFAULT_SEED, "config": asdict(WorldConfig())}
+    if variant != DEFAULT_VARIANT:
+        from mr_search_retrieval.embedded.namesake import namesake_meta
+
+        expected.update(namesake_meta())
+    return expected
+
+
+def _is_current(paths: WorldPaths, variant: str = DEFAULT_VARIANT) -> bool:
     try:
         meta = json.loads(paths.meta.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return False
-    expected = {"version": WORLD_VERSION, "seed": DEFAULT_SEED, "config": asdict(WorldConfig())}
-    if any(meta.get(k) != v for k, v in expected.items()):
+    if meta.get("variant", DEFAULT_VARIANT) != variant:
+        raise ValueError(
+            f"{paths.root} holds the embedded world {meta.get('variant', DEFAULT_VARIANT)!r}, not {variant!r}: "
+            f"refusing to replace it; use another cache folder (unset cache_dir to get <cache>/worlds/{variant}) "
+            f"or set {WORLD_ENV} to match"
+        )
+    if any(meta.get(k) != v for k, v in _expected_meta(variant).items()):
         return False
     return all(p.is_file() for p in (paths.corpus, paths.train, paths.test))
 
 
-def ensure_world(cache_dir: Path | None = None) -> WorldPaths:
-    """Returns the default world under ``<cache_dir>/world`` (default cache: ``default_cache_dir()``), building it once.
+def _write_variant(root: Path, variant: str) -> None:
+    if variant == DEFAULT_VARIANT:
+        write_world(root, seed=DEFAULT_SEED)
+        return
+    from mr_search_retrieval.embedded.namesake import write_namesake_world
 
-    Safe to call from several processes at once: builders take a file lock, readers see complete files.
+    write_namesake_world(root, seed=DEFAULT_SEED)
+
+
+def ensure_world(cache_dir: Path | None = None) -> WorldPaths:
+    """Returns the world ``$MR_SEARCH_WORLD`` names (default: the default world) under ``<cache_dir>/world``, building
+    it once (default cache: ``default_cache_dir()``, which keeps each variant's cache apart).
+
+    Safe to call from several processes at once: builders take a file lock, readers see complete files. A folder
+    that holds another variant's world is never replaced (``ValueError``).
     """
+    variant = world_variant()
     root = Path(cache_dir or default_cache_dir()) / "world"
     paths = WorldPaths.under(root)
-    if _is_current(paths):
+    if _is_current(paths, variant):
         return paths
     root.parent.mkdir(parents=True, exist_ok=True)
     with open(root.parent / ".world.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
-        if not _is_current(paths):
-            write_world(root, seed=DEFAULT_SEED)
+        if not _is_current(paths, variant):
+            _write_variant(root, variant)
     return paths

@@ -42,6 +42,16 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
     assert "outcome feedback on (MAGE-style)" in run(tmp_path, OUTCOME_FEEDBACK="1").stdout
 
 
+def test_the_namesake_world_gets_its_own_report_and_port(tmp_path: Path) -> None:
+    result = run(tmp_path, WORLD="namesake", POLICY="small")
+    assert result.returncode == 0, result.stderr
+    assert "world namesake, policy small" in result.stdout
+    assert f"report {ROOT}/reports/compare_namesake, retrieval http://127.0.0.1:8019" in result.stdout
+    default = run(tmp_path)
+    assert "world default, policy tiny" in default.stdout
+    assert f"report {ROOT}/reports/compare_embedded, retrieval http://127.0.0.1:8000" in default.stdout
+
+
 @pytest.mark.parametrize(
     ("env", "message"),
     [
@@ -56,6 +66,8 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
         ({"ROLLOUT_ENGINE": "sglang"}, "ROLLOUT_ENGINE=sglang is not valid; use cpu or hf"),
         ({"LR": "fast"}, "LR=fast is not valid; use a number like 1e-4"),
         ({"OUTCOME_FEEDBACK": "yes"}, "OUTCOME_FEEDBACK=yes is not valid; use 0 (paper) or 1"),
+        ({"WORLD": "twins"}, "WORLD=twins is not valid; use default or namesake"),
+        ({"POLICY": "huge"}, "POLICY=huge is not valid; use tiny or small"),
     ],
 )
 def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:

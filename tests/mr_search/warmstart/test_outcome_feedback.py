@@ -69,3 +69,13 @@ def test_the_option_gets_its_own_build_and_leaves_the_defaults_key():
     assert warmstart_config(True).key() != WarmStartConfig().key()
     # The key of the default build from before the option existed (compare runs 5-6 name its folder).
     assert WarmStartConfig().key() == "18f3fe193c67"
+
+
+def test_the_namesake_world_shows_more_retries():
+    from mr_search.warmstart.train import NAMESAKE_SINGLE_ATTEMPT_SHARE
+
+    assert warmstart_config(world="default") == WarmStartConfig()
+    namesake = warmstart_config(world="namesake")
+    assert namesake.single_attempt_share == NAMESAKE_SINGLE_ATTEMPT_SHARE < WarmStartConfig().single_attempt_share
+    assert namesake.key() != WarmStartConfig().key()
+    assert warmstart_config(True, "namesake").transcripts.outcome_feedback

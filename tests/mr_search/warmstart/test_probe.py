@@ -100,3 +100,32 @@ def test_a_policy_that_never_searches_again_shows_zero_and_no_wrong_first_attemp
     assert "sampled_search_after_1" not in figures, "no sampled episodes: no sampled counts"
     right = [_episode("q1", 1.0, ["Aldo Venn", None])]
     assert summarize(right, [], {}, attempts=3)["greedy_search_after_1"] == {"all": 100.0, "after_wrong": None}
+
+
+def test_retries_count_new_searches_fixes_and_breaks():
+    from mr_search.eval.retries import retry_outcomes
+
+    fixed = _episode("q1", 0.0, ["Drelo Kam", None])  # wrong, searches a new name, right at attempt 3
+    same = _episode("q2", 0.0, ["aldo venn", None])  # wrong, searches attempt 1's query again (case aside)
+    same["attempts"][2].update(em=0.0, reward=0.0)  # ... and ends wrong
+    kept = _episode("q3", 1.0, [None, None])  # right, kept
+    broken = _episode("q4", 1.0, [None, None])
+    broken["attempts"][2].update(em=0.0, reward=0.0)  # right, then wrong at the last attempt
+    figures = retry_outcomes([fixed, same, kept, broken], attempts=3)
+    assert figures == {
+        "wrong_first": 2,
+        "searched_differently": 50.0,
+        "searched_differently_n": 1,
+        "fixed": 50.0,
+        "fixed_n": 1,
+        "right_first": 2,
+        "broken": 50.0,
+        "broken_n": 1,
+    }
+    assert retry_outcomes([same], attempts=2)["fixed_n"] == 1, "counted at attempt 2, where q2 was right"
+    assert retry_outcomes([kept], attempts=3)["searched_differently"] is None, "no wrong first answer: nothing to count"
+    summary = summarize([fixed, same, kept, broken], [], {"q1": "Aldo Venn"}, attempts=3)
+    assert summary["greedy_retries"] == figures
+    assert summary["greedy_retries_by_source"]["embedded_1hop"] == figures
+    assert summary["greedy_em_at_k_by_source"] == {"embedded_1hop": [50.0, 100.0, 50.0]}
+    assert summary["query_is_entity"] == 25.0, "only q1's first query is exactly its entity's name"

@@ -273,3 +273,37 @@ def test_invalid_settings_are_rejected_with_the_reason():
         TranscriptConfig(p_verify=-0.1)
     with pytest.raises(ValueError, match="p_partial"):
         TranscriptConfig(p_partial=1.5)
+
+
+def test_a_namesake_slip_answers_the_namesakes_city_and_the_retry_searches_the_alias():
+    from mr_search.warmstart.lookup import LexicalIndex
+
+    passages = [
+        ("Aldo Venn", "The painter Aldo Venn was born in Kumholt. The sailor Aldo Venn is better known as Drelo Kam."),
+        ("Drelo Kam", "Drelo Kam was a sailor born in Tarport."),
+        ("Travels of Aldo Venn", "Aldo Venn travelled to Ristead one winter to visit a cousin."),
+    ]
+    index = LexicalIndex(
+        [{"id": str(i), "contents": f'"{t}"\n{x}', "title": t, "text": x} for i, (t, x) in enumerate(passages)]
+    )
+    row = {
+        "question": "Where was the sailor Aldo Venn born?",
+        "golden_answers": ["Tarport"],
+        "gold_doc_ids": ["0", "1"],
+        "hops": 2,
+        "relation": "namesake_birthplace",
+    }
+    # p_partial 1.0: a namesake question still slips the hasty way, never with a partial query.
+    builder = TranscriptBuilder(index, [row], TranscriptConfig(attempts=2, p_wrong=0.99, p_partial=1.0))
+    transcript = builder.build(row, random.Random(0))
+    assert transcript.correct == (False, True)
+    wrong, right = transcript.attempts
+    assert wrong[0].text.endswith("<search> Aldo Venn </search>") and wrong[0].trained
+    assert wrong[-1].text.endswith("<answer> Kumholt </answer>") and not wrong[-1].trained, "the namesake's city"
+    assert "better known as Drelo Kam" in wrong[1].text, "the reason is in what came back"
+    assert "I found Drelo Kam" in right[0].text and right[0].text.endswith("<search> Drelo Kam </search>")
+    assert right[-1].text.endswith("<answer> Tarport </answer>")
+    # Right first time: the name, then the alias its article gives, then the answer.
+    (first,) = TranscriptBuilder(index, [row], TranscriptConfig(attempts=1)).build(row, random.Random(0)).attempts
+    queries = [q for t in first for q in re.findall(r"<search> (.*?) </search>", t.text) if t.role == "model"]
+    assert queries == ["Aldo Venn", "Drelo Kam"]

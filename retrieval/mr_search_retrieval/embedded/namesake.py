@@ -1,0 +1,208 @@
+"""The ``namesake`` embedded world (opt-in, ``MR_SEARCH_WORLD=namesake``): the default world plus questions whose
+first, natural search misses for a reason the passages state, and which a reformulated search fixes.
+
+DESIGN
+
+* Everything of the default world (``world.py``, same seed): its passages, and its training and held-out questions
+  unchanged, with the held-out ones first and in their order (the same first N per data source as before): the
+  control.
+* Namesake groups (``NamesakeConfig.groups``, 400). Two people share a name N and differ in profession: the well-known
+  one, an A (say a painter) born in city C1, whose article is titled N; and the other, a B born in C2 (another
+  country), whose article is titled with the name B is better known by, an alias L (another person name):
+
+      "Aldo Venn"   The painter Aldo Venn was born in Kumholt. The sailor Aldo Venn is better known as Drelo Kam.
+      "Drelo Kam"   Drelo Kam was a sailor born in Tarport.
+
+  ``Where was the sailor Aldo Venn born?`` (relation ``namesake_birthplace``, data source ``embedded_namesake``,
+  answer C2, gold passages N's then L's). The natural query, the asked-about name N, returns N's article first: its
+  only birthplace is the painter's, C1, a wrong answer a hasty reader gives; the same article says, in the
+  question's own words ("The sailor Aldo Venn"), which name to search instead. L's article does not contain N, so
+  a search for N does not find it; a search for L does.
+  ``Where was the painter Aldo Venn born?`` (``namesake_control``, data source ``embedded_namesake_control``,
+  answer C1, N's article only) has the same shape and is answered by the first search: retrying it only risks
+  breaking a right answer, so a policy that retries must read which case it is in.
+* Split: the questions about 10% of the groups are held out (the same 10% share as the default world's).
+* ``python -m mr_search_retrieval.embedded.namesake_stats`` measures (in-process or through a service) the share of
+  namesake questions whose natural query misses the gold passage and its rank for the natural and the reformulated
+  query.
+* Determinism: the default world's generator, then one ``random.Random("namesake-<seed>")``; passages are shuffled
+  together (ids reveal nothing), so two builds are byte-identical.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from mr_search_retrieval.embedded.facts import PROFESSIONS, City, WorldConfig, build_facts
+from mr_search_retrieval.embedded.names import NameGenerator
+from mr_search_retrieval.embedded.world import DEFAULT_SEED, WORLD_VERSION, WorldPaths, build_world, write_rows
+
+VARIANT: Final = "namesake"
+# Bump when this generator changes: cached namesake worlds of another version are rebuilt.
+# 2: no distractor passages for the namesake groups (v1: 80%): the dense index ranked "Travels of N" above N's own
+#    article for the bare name, so the hasty answer was the distractor's city, not the namesake's the article gives.
+NAMESAKE_VERSION: Final = 2
+RETRY_SOURCE: Final = "embedded_namesake"
+CONTROL_SOURCE: Final = "embedded_namesake_control"
+RETRY_RELATION: Final = "namesake_birthplace"
+CONTROL_RELATION: Final = "namesake_control"
+
+
+@dataclass(frozen=True)
+class NamesakeConfig:
+    """Sizes of the namesake part (the default world's own sizes are ``WorldConfig``'s defaults)."""
+
+    groups: int = 400
+    distractor_rate: float = (
+        0.0  # share of groups whose N also has a distractor passage (v1: 0.8, see NAMESAKE_VERSION)
+    )
+    test_fraction: float = 0.1  # share of groups whose two questions are held out
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.groups, int) or self.groups < 2:
+            raise ValueError(f"NamesakeConfig.groups={self.groups!r}: must be an integer >= 2")
+        if not 0.0 <= self.distractor_rate <= 1.0:
+            raise ValueError(f"NamesakeConfig.distractor_rate={self.distractor_rate!r}: must be in [0, 1]")
+        if not 0.0 < self.test_fraction < 0.5:
+            raise ValueError(f"NamesakeConfig.test_fraction={self.test_fraction!r}: must be in (0, 0.5)")
+
+
+@dataclass(frozen=True)
+class NamesakeGroup:
+    name: str  # N, shared by both
+    known_profession: str  # A: the one N's own article is about
+    known_city: str  # C1
+    other_profession: str  # B: the one better known as the alias
+    other_city: str  # C2, in another country than C1
+    alias: str  # L: the title of B's article
+
+
+def namesake_meta(config: NamesakeConfig | None = None) -> dict[str, Any]:
+    """What ``meta.json`` records about the variant (a cached world whose record differs is rebuilt)."""
+    return {"variant": VARIANT, "namesake_version": NAMESAKE_VERSION, "namesake": asdict(config or NamesakeConfig())}
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+def _groups(rng: random.Random, names: NameGenerator, cities: list[City], count: int) -> list[NamesakeGroup]:
+    out = []
+    for _ in range(count):
+        known, other = rng.sample(PROFESSIONS, 2)
+        c1 = rng.choice(cities)
+        c2 = rng.choice([c for c in cities if c.country != c1.country])
+        out.append(NamesakeGroup(names.person(), known, c1.name, other, c2.name, names.person()))
+    return out
+
+
+def group_passages(group: NamesakeGroup) -> tuple[tuple[str, str], tuple[str, str]]:
+    """``((title, text) of N's article, (title, text) of the alias's article)``."""
+    n = group.name
+    known = (
+        n,
+        f"The {group.known_profession} {n} was born in {group.known_city}. "
+        f"The {group.other_profession} {n} is better known as {group.alias}.",
+    )
+    alias = (
+        group.alias,
+        f"{group.alias} was {_article(group.other_profession)} {group.other_profession} born in {group.other_city}.",
+    )
+    return known, alias
+
+
+def build_namesake_world(
+    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Returns ``(corpus, train, test)`` rows of the namesake world for ``seed`` (pure; writes nothing)."""
+    config = config or NamesakeConfig()
+    base_corpus, base_train, base_test = build_world(seed, WorldConfig())
+    graph = build_facts(random.Random(seed), WorldConfig())  # the same draws build_world starts with
+    rng = random.Random(f"{VARIANT}-{seed}")
+    names = NameGenerator(rng)
+    names.reserve(row["title"] for row in base_corpus)
+    names.reserve(
+        [c.name for c in graph.countries]
+        + [c.name for c in graph.cities]
+        + graph.rivers
+        + [p.name for p in graph.people]
+        + [c.name for c in graph.companies]
+    )
+    groups = _groups(rng, names, graph.cities, config.groups)
+
+    # (title, text) of every passage: the default world's first (their old ids are their positions here).
+    passages = [(row["title"], row["text"]) for row in base_corpus]
+    questions: list[tuple[NamesakeGroup, dict[str, Any]]] = []
+    countries = {c.name: c.country for c in graph.cities}
+    for group in groups:
+        (known_title, known_text), (alias_title, alias_text) = group_passages(group)
+        known_id, alias_id = len(passages), len(passages) + 1
+        passages += [(known_title, known_text), (alias_title, alias_text)]
+        if rng.random() < config.distractor_rate:
+            avoid = {countries[group.known_city], countries[group.other_city]}
+            elsewhere = rng.choice([c.name for c in graph.cities if c.country not in avoid])
+            passages.append(
+                (f"Travels of {group.name}", f"{group.name} travelled to {elsewhere} one winter to visit a cousin.")
+            )
+        retry = {
+            "question": f"Where was the {group.other_profession} {group.name} born?",
+            "golden_answers": [group.other_city],
+            "gold_doc_ids": [known_id, alias_id],
+            "data_source": RETRY_SOURCE,
+            "relation": RETRY_RELATION,
+        }
+        control = {
+            "question": f"Where was the {group.known_profession} {group.name} born?",
+            "golden_answers": [group.known_city],
+            "gold_doc_ids": [known_id],
+            "data_source": CONTROL_SOURCE,
+            "relation": CONTROL_RELATION,
+        }
+        questions += [(group, retry), (group, control)]
+
+    order = list(range(len(passages)))
+    rng.shuffle(order)  # ids must not reveal the kind of passage
+    new_id = {old: new for new, old in enumerate(order)}
+    corpus = []
+    for new, old in enumerate(order):
+        title, text = passages[old]
+        corpus.append({"id": str(new), "contents": f'"{title}"\n{text}', "title": title, "text": text})
+
+    def remap(row: dict[str, Any]) -> dict[str, Any]:
+        return {**row, "gold_doc_ids": [str(new_id[int(i)]) for i in row["gold_doc_ids"]]}
+
+    held_out = {g.name for g in rng.sample(groups, max(1, round(config.test_fraction * len(groups))))}
+    new_train = [_row("train", i, q) for i, (g, q) in enumerate(x for x in questions if x[0].name not in held_out)]
+    new_test = [_row("test", i, q) for i, (g, q) in enumerate(x for x in questions if x[0].name in held_out)]
+    rng.shuffle(new_train)
+    rng.shuffle(new_test)
+    train = [remap(r) for r in base_train] + [remap(r) for r in new_train]
+    rng.shuffle(train)
+    # The default world's held-out questions first and in their order: the control is the same question list.
+    test = [remap(r) for r in base_test] + [remap(r) for r in new_test]
+    return corpus, train, test
+
+
+def _row(split: str, index: int, q: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": f"namesake-{split}-{index:05d}",
+        "question": q["question"],
+        "golden_answers": q["golden_answers"],
+        "gold_doc_ids": q["gold_doc_ids"],
+        "hops": len(q["gold_doc_ids"]),
+        "data_source": q["data_source"],
+        "relation": q["relation"],
+    }
+
+
+def write_namesake_world(
+    out_dir: Path | str, *, seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None
+) -> WorldPaths:
+    """Builds the namesake world for ``seed`` and writes it (``world.write_rows``) to ``out_dir``."""
+    config = config or NamesakeConfig()
+    corpus, train, test = build_namesake_world(seed, config)
+    meta = {"version": WORLD_VERSION, "seed": seed, "config": asdict(WorldConfig()), **namesake_meta(config)}
+    return write_rows(out_dir, corpus, train, test, meta)

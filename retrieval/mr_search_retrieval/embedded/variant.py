@@ -1,0 +1,44 @@
+"""Which embedded world a process uses, and the cache folder that belongs to it.
+
+The default world (``MR_SEARCH_WORLD`` unset or ``default``) lives under ``$MR_SEARCH_CACHE`` as it always has.
+An opt-in variant (``MR_SEARCH_WORLD=namesake``, ``namesake.py``) gets its own cache root,
+``$MR_SEARCH_CACHE/worlds/<variant>``, so its world, parquet, indexes, tiny policy and warm starts never replace
+the default's: every cached piece keyed by the cache root alone (the tiny policy, the index folders named after the
+corpus file) stays apart.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+
+WORLD_ENV: Final = "MR_SEARCH_WORLD"
+DEFAULT_VARIANT: Final = "default"
+VARIANTS: Final = (DEFAULT_VARIANT, "namesake")
+
+
+def world_variant() -> str:
+    """The variant named by ``$MR_SEARCH_WORLD`` (``default`` when unset or empty); a bad name raises."""
+    value = os.environ.get(WORLD_ENV, "").strip() or DEFAULT_VARIANT
+    if value not in VARIANTS:
+        raise ValueError(
+            f"{WORLD_ENV}={value!r} is not a known embedded world; use one of {', '.join(VARIANTS)} "
+            f"(or unset it for the default)"
+        )
+    return value
+
+
+def base_cache_dir() -> Path:
+    """``$MR_SEARCH_CACHE``, or ``~/.cache/mr_search`` when unset (the default world's cache root)."""
+    return Path(os.environ.get("MR_SEARCH_CACHE") or Path.home() / ".cache" / "mr_search")
+
+
+def variant_cache_dir(variant: str | None = None) -> Path:
+    """The cache root of ``variant`` (default: ``world_variant()``): the base root for the default world, else
+    ``<base>/worlds/<variant>``."""
+    variant = world_variant() if variant is None else variant
+    if variant not in VARIANTS:
+        raise ValueError(f"unknown embedded world {variant!r}; use one of {', '.join(VARIANTS)}")
+    base = base_cache_dir()
+    return base if variant == DEFAULT_VARIANT else base / "worlds" / variant
