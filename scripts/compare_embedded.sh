@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make compare`: MR-Search (K = 3) against the K = 1 baseline (the mr_search estimator at K = 1: RLOO without std) on
 # the embedded world (WORLD=namesake: its opt-in variant), both from the warm-started policy and with the same budget of
-# sampled tokens; held-out evaluation with K_eval = 1..6 greedy attempts; report folder with report.md, comparison.json, PNG plots and the history of results.
+# sampled tokens; held-out evaluation with K_eval = 1..6 greedy attempts; report folder with report.md,
+# comparison.json, PNG plots and the history of results.
 #
 #   bash scripts/compare_embedded.sh                 # 3 seeds, report in reports/compare_embedded
 #   SEEDS=1 STEPS=4 bash scripts/compare_embedded.sh # a quicker look
