@@ -83,7 +83,7 @@ async def loop_phase(make_loop: Any, rows: Sequence[Mapping[str, Any]], n: int, 
     server.calls.clear()
 
     async def one(row: Mapping[str, Any]) -> Any:
-        return await make_loop().run(
+        return await make_loop().play(  # the whole meta-episode as one sequence, whatever contexts it saw
             dict(SAMPLING),
             raw_prompt=list(row["prompt"]),
             reward_model=row["reward_model"],
