@@ -289,6 +289,9 @@ def main() -> None:
         action="store_true",
         help="reflection turns say whether the previous answer was right (default model: the warm start built so)",
     )
+    from mr_search.warmstart.__main__ import add_namesake_recipe
+
+    add_namesake_recipe(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     model = args.model
@@ -298,7 +301,11 @@ def main() -> None:
         from mr_search_retrieval.embedded.variant import world_variant
 
         base = ensure_tiny_model(config=policy_shape(args.policy))
-        model = ensure_warmstart(base_model=base, config=warmstart_config(args.outcome_feedback, world_variant()))
+        try:
+            config = warmstart_config(args.outcome_feedback, world_variant(), args.namesake_recipe)
+        except ValueError as error:
+            parser.error(str(error))
+        model = ensure_warmstart(base_model=base, config=config)
     figures, greedy = probe(
         model, args.questions, args.samples, args.attempts, args.url, outcome_feedback=args.outcome_feedback
     )

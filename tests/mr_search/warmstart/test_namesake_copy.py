@@ -116,3 +116,21 @@ def test_the_recipe_is_versioned_and_earlier_recipes_keep_their_cache_keys():
     assert warmstart_config(world="namesake").key() not in {"18f3fe193c67", "1f43ce19d5ff"}
     with pytest.raises(ValueError, match="namesake_recipe=4"):
         warmstart_config(world="namesake", namesake_recipe=4)
+
+
+def test_the_command_takes_a_recipe_and_rejects_one_that_does_not_exist(tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "MR_SEARCH_WORLD": "namesake", "MR_SEARCH_CACHE": str(tmp_path)}
+    done = subprocess.run(
+        [sys.executable, "-m", "mr_search.warmstart", "--namesake-recipe", "4"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "namesake_recipe=4; use 1 to 3" in done.stderr
+    assert not any(tmp_path.iterdir()), "nothing is built for a recipe that does not exist"
