@@ -1,5 +1,5 @@
-"""``python -m mr_search.warmstart [--base DIR | --policy tiny|small] [--outcome-feedback]``: builds (or finds) the
-warm-started policy and prints its dir."""
+"""``python -m mr_search.warmstart [--base DIR | --policy tiny|small] [--outcome-feedback] [--namesake-recipe N]``:
+builds (or finds) the warm-started policy and prints its dir."""
 
 from __future__ import annotations
 
@@ -8,8 +8,18 @@ import logging
 from pathlib import Path
 
 from mr_search.tiny_model import ensure_tiny_model, policy_shape
-from mr_search.warmstart.train import ensure_warmstart, warmstart_config
+from mr_search.warmstart.train import NAMESAKE_RECIPE, ensure_warmstart, warmstart_config
 from mr_search_retrieval.embedded.variant import world_variant
+
+
+def add_namesake_recipe(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--namesake-recipe",
+        type=int,
+        default=NAMESAKE_RECIPE,
+        help=f"in the namesake world (MR_SEARCH_WORLD=namesake), the warm-start recipe (1-{NAMESAKE_RECIPE}, default "
+        f"{NAMESAKE_RECIPE}; 2 is the build reports/compare_namesake used; mr_search.warmstart.train.NAMESAKE_RECIPE)",
+    )
 
 
 def main() -> None:
@@ -34,10 +44,11 @@ def main() -> None:
         help="transcripts whose reflection turns say whether the previous answer was right (MAGE-style; paper: off),"
         " for training with mr_search.episode.outcome_feedback=true",
     )
+    add_namesake_recipe(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    config = warmstart_config(args.outcome_feedback, world_variant())
     try:
+        config = warmstart_config(args.outcome_feedback, world_variant(), args.namesake_recipe)
         shape = policy_shape(args.policy)
     except ValueError as error:
         parser.error(str(error))

@@ -23,7 +23,10 @@ questions per data source of the embedded world, and prints (as JSON):
   searches again gives reflection nothing but its old passages to work with;
 - ``greedy_retries`` / ``sampled_retries`` (and ``..._by_source``): after a wrong first answer, how often a later
   attempt searches with a query attempt 1 did not use and how often the last attempt is right (fixed); after a right
-  one, how often the last attempt is wrong (broken) (``retry_outcomes``); ``greedy_em_at_k_by_source``.
+  one, how often the last attempt is wrong (broken) (``retry_outcomes``); ``greedy_em_at_k_by_source``;
+- ``greedy_second_hop_searched`` / ``sampled_...`` by data source: of the meta-episodes on questions with a second
+  gold passage, how many search its title (case aside) in some attempt (the bridge entity of a two-hop question,
+  the alias of a namesake one).
 
 Without ``--url`` the embedded dense index is searched in-process (the same index ``retrieval_launch.sh``
 serves), so no service is needed.
@@ -82,8 +85,10 @@ def summarize(
     sampled: Sequence[Mapping[str, Any]],
     entities: Mapping[str, str],
     attempts: int,
+    second_hops: Mapping[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The probe's figures from trajectory records (``entities``: question uid -> asked-about entity name)."""
+    """The probe's figures from trajectory records (``entities``: question uid -> asked-about entity name;
+    ``second_hops``: question uid -> its second gold passage's title, for questions that have one)."""
 
     def em_at(records: Sequence[Mapping[str, Any]]) -> list[float]:
         out = []
@@ -133,7 +138,26 @@ def summarize(
         "distinct_answers": len(first_answers),
         "sampled_em_at_k": em_at(sampled) if sampled else None,
         "mixed_groups": round(100.0 * mixed / max(1, len(groups)), 1) if groups else None,
+        "greedy_second_hop_searched": second_hop_searched(greedy, second_hops or {}),
+        "sampled_second_hop_searched": second_hop_searched(sampled, second_hops or {}) if sampled else None,
     }
+
+
+def second_hop_searched(records: Sequence[Mapping[str, Any]], second_hops: Mapping[str, str]) -> dict[str, Any]:
+    """Per data source, of the meta-episodes whose question has a second gold passage (``second_hops``: uid ->
+    its title), ``{"episodes": n, "searched": m}``: m searched that title (case aside) in some attempt."""
+    from mr_search.eval.records import searches
+
+    out: dict[str, dict[str, int]] = {}
+    for record in records:
+        title = second_hops.get(str(record["uid"]))
+        if title is None:
+            continue
+        counts = out.setdefault(str(record["data_source"]), {"episodes": 0, "searched": 0})
+        counts["episodes"] += 1
+        queries = {str(s["query"]).strip().lower() for a in record["attempts"] for s in searches(a)}
+        counts["searched"] += title.strip().lower() in queries
+    return {source: out[source] for source in sorted(out)}
 
 
 def _search_counts(name: str, records: Sequence[Mapping[str, Any]], attempts: int) -> dict[str, Any]:
@@ -227,6 +251,11 @@ def probe(
     rows = load_rows(ensure_embedded_parquet()[1], questions)
     corpus_titles = _titles()
     entities = {str(row["extra_info"]["id"]): corpus_titles[str(row["extra_info"]["gold_doc_ids"][0])] for row in rows}
+    second_hops = {
+        str(row["extra_info"]["id"]): corpus_titles[str(row["extra_info"]["gold_doc_ids"][1])]
+        for row in rows
+        if len(row["extra_info"]["gold_doc_ids"]) > 1
+    }
     if url:
         from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
 
@@ -234,7 +263,7 @@ def probe(
     else:
         retrieval = InProcessRetrieval()
     greedy, sampled = asyncio.run(_run(model_dir, rows, retrieval, attempts, samples, seed, outcome_feedback))
-    return summarize(greedy, sampled, entities, attempts), greedy
+    return summarize(greedy, sampled, entities, attempts, second_hops), greedy
 
 
 def _titles() -> dict[str, str]:
@@ -260,6 +289,9 @@ def main() -> None:
         action="store_true",
         help="reflection turns say whether the previous answer was right (default model: the warm start built so)",
     )
+    from mr_search.warmstart.__main__ import add_namesake_recipe
+
+    add_namesake_recipe(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     model = args.model
@@ -269,7 +301,11 @@ def main() -> None:
         from mr_search_retrieval.embedded.variant import world_variant
 
         base = ensure_tiny_model(config=policy_shape(args.policy))
-        model = ensure_warmstart(base_model=base, config=warmstart_config(args.outcome_feedback, world_variant()))
+        try:
+            config = warmstart_config(args.outcome_feedback, world_variant(), args.namesake_recipe)
+        except ValueError as error:
+            parser.error(str(error))
+        model = ensure_warmstart(base_model=base, config=config)
     figures, greedy = probe(
         model, args.questions, args.samples, args.attempts, args.url, outcome_feedback=args.outcome_feedback
     )

@@ -168,24 +168,37 @@ class WarmStartConfig:
         fields = asdict(self)
         if not self.transcripts.outcome_feedback:
             del fields["transcripts"]["outcome_feedback"]  # the option came later: builds without it keep their key
+        if not self.transcripts.namesake_copy:
+            del fields["transcripts"]["namesake_copy"]  # likewise (the namesake world's recipe v2 keeps its key)
         payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
+
+# The namesake world's warm-start recipe. 1: the default's; 2: NAMESAKE_SINGLE_ATTEMPT_SHARE; 3: namesake_copy (the
+# thought after the name's article repeats the sentence naming the question's profession). A recipe is its config:
+# each keeps its cache key (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the compare used).
+NAMESAKE_RECIPE = 3
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
 # alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
 NAMESAKE_SINGLE_ATTEMPT_SHARE = 0.7
 
 
-def warmstart_config(outcome_feedback: bool = False, world: str = "default") -> WarmStartConfig:
+def warmstart_config(
+    outcome_feedback: bool = False, world: str = "default", namesake_recipe: int = NAMESAKE_RECIPE
+) -> WarmStartConfig:
     """The default warm start, or (``outcome_feedback``) the one whose reflection turns say whether the previous
     answer was right, for training and evaluating with ``mr_search.episode.outcome_feedback`` (MAGE-style). In the
-    ``namesake`` world (``MR_SEARCH_WORLD``) twice as many transcripts show all K attempts
-    (``NAMESAKE_SINGLE_ATTEMPT_SHARE``)."""
-    transcripts = TranscriptConfig(outcome_feedback=outcome_feedback)
-    if world == "namesake":
-        return WarmStartConfig(transcripts=transcripts, single_attempt_share=NAMESAKE_SINGLE_ATTEMPT_SHARE)
-    return WarmStartConfig(transcripts=transcripts)
+    ``namesake`` world (``MR_SEARCH_WORLD``) recipe ``namesake_recipe`` (``NAMESAKE_RECIPE``): from 2 on, twice as
+    many transcripts show all K attempts (``NAMESAKE_SINGLE_ATTEMPT_SHARE``); from 3 on, the thought after the
+    name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``)."""
+    if world != "namesake":
+        return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
+    if not 1 <= namesake_recipe <= NAMESAKE_RECIPE:
+        raise ValueError(f"warmstart_config: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPE}")
+    transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_copy=namesake_recipe >= 3)
+    share = NAMESAKE_SINGLE_ATTEMPT_SHARE if namesake_recipe >= 2 else WarmStartConfig().single_attempt_share
+    return WarmStartConfig(transcripts=transcripts, single_attempt_share=share)
 
 
 def shared_prefix_length(ids, labels) -> int:

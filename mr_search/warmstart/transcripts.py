@@ -17,7 +17,11 @@ a wrong attempt without learning to make one; answers it is trained to give neve
 In the ``namesake`` world (``MR_SEARCH_WORLD=namesake``) a namesake question's first attempt may slip the hasty way:
 it searches the asked-about name and answers the birthplace that name's article gives, the well-known namesake's;
 the next attempt goes on with the name that article says to search instead (as after a two-hop slip: the second
-gold passage's title).
+gold passage's title). With ``namesake_copy`` (the namesake world's warm start from recipe v3 of that world on) the
+thought after the name's article first repeats the sentence of it that names the question's own profession ("The
+sailor Aldo Venn is better known as Drelo Kam. I need to search for it."; for a control question "The painter Aldo
+Venn was born in Kumholt. I found the answer."): which namesake the question means is then decided by copying one
+word of the question, and the alias (or the city) by copying from a line the policy has just written.
 
 With ``outcome_feedback`` (MAGE-style, off in the paper) the reflection turn says whether the previous answer was
 right, so after a right attempt the next one always keeps it, and the thought after each reflection repeats what
@@ -57,6 +61,7 @@ THINK_RETRY_UNSUPPORTED = "My previous answer may be wrong: it is not in the pas
 MAY_BE_WRONG = "My previous answer may be wrong"
 TOLD_WRONG = "My previous answer was incorrect"
 THINK_KEEP_TOLD = "My previous answer was correct."
+NAMESAKE_CONTROL_RELATION = "namesake_control"  # mr_search_retrieval.embedded.namesake.CONTROL_RELATION
 
 
 @dataclass(frozen=True)
@@ -99,6 +104,9 @@ class TranscriptConfig:
         seed: the random seed; the same seed and world give the same transcripts.
         outcome_feedback: the reflection turns say whether the previous answer was right (``mr_search.episode.
             outcome_feedback``; paper: off); an attempt told it was right keeps its answer.
+        namesake_copy: in a namesake question (or its control), the thought after the name's article first repeats
+            the sentence of it that names the question's profession (``namesake_sentence``), then searches the
+            alias (or answers); off: "I found <alias>. ..." / "I found the answer." as before.
     """
 
     attempts: int = 3
@@ -108,6 +116,7 @@ class TranscriptConfig:
     p_partial: float = 0.5
     seed: int = 0
     outcome_feedback: bool = False
+    namesake_copy: bool = False
 
     def __post_init__(self) -> None:
         if self.attempts < 1:
@@ -140,6 +149,20 @@ def search_turn(think: str, query: str) -> str:
 
 def answer_turn(think: str, answer: str) -> str:
     return f"<think> {think} </think>\n<answer> {answer} </answer>"
+
+
+def namesake_sentence(question: str, subject: str, text: str) -> str:
+    """The sentence of the name's article ``text`` that starts with the words the question uses for the person it
+    means ("The sailor Aldo Venn ..." for "Where was the sailor Aldo Venn born?"; case aside)."""
+    for sentence in re.findall(r"[^.]+\.", text):
+        sentence = sentence.strip()
+        end = sentence.find(subject)
+        if end > 0 and sentence[: end + len(subject)].lower() in question.lower():
+            return sentence
+    raise ValueError(
+        f"namesake_sentence: no sentence of {subject!r}'s article names the person {question!r} asks about "
+        f"(article: {text!r}); the namesake world's articles say 'The <profession> <name> ...' for both namesakes"
+    )
 
 
 class TranscriptBuilder:
@@ -176,9 +199,12 @@ class TranscriptBuilder:
         subject = str(self.index.doc(gold_ids[0])["title"])  # the asked-about entity, verbatim in the question
         bridge = str(self.index.doc(gold_ids[1])["title"]) if len(gold_ids) > 1 else None
         turns: list[Turn] = []
+        said = self._namesake_said(row, subject, gold_ids[0])
+        think_bridge = f"{said} I need to search for it." if said else THINK_BRIDGE.format(bridge=bridge)
         if retry is not None and retry.kind in ("bridge", "namesake") and bridge is not None:
             # The previous attempt stopped at the bridge entity: go on from its passages with the second hop.
-            turns.append(Turn("model", search_turn(self._told(THINK_RETRY_BRIDGE.format(bridge=bridge)), bridge)))
+            think = f"{MAY_BE_WRONG}. {think_bridge}" if said else THINK_RETRY_BRIDGE.format(bridge=bridge)
+            turns.append(Turn("model", search_turn(self._told(think), bridge)))
             turns.append(self._information(bridge, gold_ids[1]))
         else:
             # The first try searches the entity's name; so does a retry after a misread or a check of a right
@@ -193,10 +219,18 @@ class TranscriptBuilder:
             turns.append(Turn("model", search_turn(self._told(think), query)))
             turns.append(self._information(query, gold_ids[0]))
             if bridge is not None:  # two hops: the bridge entity named in the first passage is searched next
-                turns.append(Turn("model", search_turn(THINK_BRIDGE.format(bridge=bridge), bridge)))
+                turns.append(Turn("model", search_turn(think_bridge, bridge)))
                 turns.append(self._information(bridge, gold_ids[1]))
-        turns.append(Turn("model", answer_turn(THINK_ANSWER, answer)))
+        think_answer = f"{said} {THINK_ANSWER}" if said and bridge is None else THINK_ANSWER
+        turns.append(Turn("model", answer_turn(think_answer, answer)))
         return tuple(turns)
+
+    def _namesake_said(self, row: Mapping[str, Any], subject: str, article_id: str) -> str | None:
+        """With ``namesake_copy``, the sentence of the name's article (``article_id``) a namesake or control
+        question's thought repeats after reading it; None for other questions or without the option."""
+        if not self.config.namesake_copy or row.get("relation") not in (NAMESAKE_RELATION, NAMESAKE_CONTROL_RELATION):
+            return None
+        return namesake_sentence(str(row["question"]), subject, str(self.index.doc(article_id)["text"]))
 
     def _partial_attempt(self, row: Mapping[str, Any], rng: random.Random) -> Attempt | None:
         """A search for the first word of the entity's name whose results miss its passage, answered with a

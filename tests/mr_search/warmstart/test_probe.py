@@ -129,3 +129,15 @@ def test_retries_count_new_searches_fixes_and_breaks():
     assert summary["greedy_retries_by_source"]["embedded_1hop"] == figures
     assert summary["greedy_em_at_k_by_source"] == {"embedded_1hop": [50.0, 100.0, 50.0]}
     assert summary["query_is_entity"] == 25.0, "only q1's first query is exactly its entity's name"
+
+
+def test_second_hop_searches_are_counted_per_source_for_questions_that_have_one():
+    alias = _episode("q1", 0.0, ["drelo kam ", None])  # searches the alias at attempt 2 (case and spaces aside)
+    name_only = _episode("q2", 0.0, ["Aldo Venn", None])  # searches the name again, never the alias
+    name_only["data_source"] = alias["data_source"] = "embedded_namesake"
+    one_hop = _episode("q3", 1.0, [None, None])  # no second gold passage: not counted
+    second_hops = {"q1": "Drelo Kam", "q2": "Drelo Kam"}
+    summary = summarize([alias, name_only, one_hop], [alias, alias], {}, attempts=3, second_hops=second_hops)
+    assert summary["greedy_second_hop_searched"] == {"embedded_namesake": {"episodes": 2, "searched": 1}}
+    assert summary["sampled_second_hop_searched"] == {"embedded_namesake": {"episodes": 2, "searched": 2}}
+    assert summarize([one_hop], [], {}, attempts=3)["greedy_second_hop_searched"] == {}
