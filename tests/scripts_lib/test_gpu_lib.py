@@ -44,7 +44,7 @@ def test_without_nvidia_smi_there_is_no_gpu_and_no_name(tmp_path: Path) -> None:
 def test_gpu_count_reads_cuda_visible_devices_first(tmp_path: Path) -> None:
     # A fake nvidia-smi listing 4 GPUs: CUDA_VISIBLE_DEVICES, when set, decides (the GPUs Ray will see).
     smi = tmp_path / "nvidia-smi"
-    smi.write_text("#!/bin/sh\nfor i in 0 1 2 3; do echo \"GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)\"; done\n")
+    smi.write_text('#!/bin/sh\nfor i in 0 1 2 3; do echo "GPU $i: NVIDIA H100 80GB HBM3 (UUID: GPU-$i)"; done\n')
     smi.chmod(0o755)
     path = f"{tmp_path}:{os.environ['PATH']}"
     assert _bash("unset CUDA_VISIBLE_DEVICES; gpu_count", path=path).stdout.strip() == "4"
