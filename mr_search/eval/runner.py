@@ -178,6 +178,16 @@ class InlineExecutor(concurrent.futures.ThreadPoolExecutor):
         return future
 
 
+def loop_inputs(row: Mapping[str, Any]) -> dict[str, Any]:
+    """What verl's dataset hands the agent loop for one row of the project's parquet format."""
+    return {
+        "raw_prompt": list(row["prompt"]),
+        "reward_model": row["reward_model"],
+        "data_source": row["data_source"],
+        "extra_info": row.get("extra_info") or {},
+    }
+
+
 async def run_episodes(
     rows: Sequence[Mapping[str, Any]], make_loop: Any, tokenizer: Any, config: EvalConfig, progress: bool = True
 ) -> list[dict[str, Any]]:
@@ -190,13 +200,7 @@ async def run_episodes(
 
     async def one(row: Mapping[str, Any]) -> dict[str, Any]:
         async with semaphore:
-            output = await make_loop().play(
-                dict(GREEDY),
-                raw_prompt=list(row["prompt"]),
-                reward_model=row["reward_model"],
-                data_source=row["data_source"],
-                extra_info=row.get("extra_info") or {},
-            )
+            output = await make_loop().play(dict(GREEDY), **loop_inputs(row))
         bar.update(1)
         return record_from_output(output, tokenizer, row, config.method)
 

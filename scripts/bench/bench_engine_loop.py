@@ -80,16 +80,13 @@ class Phase:
 
 
 async def loop_phase(make_loop: Any, rows: Sequence[Mapping[str, Any]], n: int, server: RecordingServer) -> Phase:
+    from mr_search.eval.runner import loop_inputs
+
     server.calls.clear()
 
     async def one(row: Mapping[str, Any]) -> Any:
-        return await make_loop().play(  # the whole meta-episode as one sequence, whatever contexts it saw
-            dict(SAMPLING),
-            raw_prompt=list(row["prompt"]),
-            reward_model=row["reward_model"],
-            data_source=row["data_source"],
-            extra_info=row.get("extra_info") or {},
-        )
+        # play(): the whole meta-episode as one sequence, whatever contexts its turns saw
+        return await make_loop().play(dict(SAMPLING), **loop_inputs(row))
 
     started = time.perf_counter()
     outputs = await asyncio.gather(*(one(row) for row in rows for _ in range(n)))
