@@ -7,9 +7,15 @@
 #   if has_gpu; then echo "on $(gpu_name)"; fi
 
 # Exit status 0 when nvidia-smi lists a GPU and torch in $PYTHON can use CUDA (nvidia-smi first: fast without one).
+# Asked once per shell (importing torch takes seconds; a script asks several times).
 has_gpu() {
-  command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
-    && "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null
+  if [[ -z "${_MR_SEARCH_HAS_GPU:-}" ]]; then
+    _MR_SEARCH_HAS_GPU=0
+    command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
+      && "$PYTHON" -c 'import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)' 2>/dev/null \
+      && _MR_SEARCH_HAS_GPU=1
+  fi
+  [[ "$_MR_SEARCH_HAS_GPU" == 1 ]]
 }
 
 # The first GPU's model name as nvidia-smi reports it (e.g. "NVIDIA H100 80GB HBM3"); empty without one.
