@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mr_search.compare.training_log import ATTEMPT_REWARD_RE, K1_REWARD, STEP_TIME, read_metrics
+from mr_search.trainer.metrics import VALIDATION_SPEED
 
 GRAD_NORM: Final = "actor/grad_norm"
 NOTE: Final = (
@@ -43,16 +44,30 @@ def summary_table(steps: Mapping[int, Mapping[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def validation_lines(steps: Mapping[int, Mapping[str, Any]]) -> list[str]:
+    """One line per timed validation pass (``val-speed/*``, logged by the MR-Search trainer)."""
+    return [
+        f"validation before step {step + 1}: {data[f'{VALIDATION_SPEED}/meta_episodes']:.0f} meta-episodes in "
+        f"{data[f'{VALIDATION_SPEED}/seconds']:.1f} s = {data[f'{VALIDATION_SPEED}/meta_episodes_per_s']:.2f} "
+        "meta-episodes/s"
+        for step, data in sorted(steps.items())
+        if f"{VALIDATION_SPEED}/seconds" in data
+    ]
+
+
 def write_summary(run_dir: Path) -> str:
-    """Writes ``run_dir/summary.md`` and returns its table (training steps only: a validation-only line has no row)."""
+    """Writes ``run_dir/summary.md`` and returns it: the per-step table (training steps only: a validation-only
+    line has no row), then one line per timed validation pass."""
+    metrics = read_metrics(run_dir)
     steps = {
         step: data
-        for step, data in read_metrics(run_dir).items()
+        for step, data in metrics.items()
         if K1_REWARD in data or any(ATTEMPT_REWARD_RE.fullmatch(key) for key in data)
     }
-    table = summary_table(steps)
-    (run_dir / "summary.md").write_text(f"# {run_dir.name}\n\n{NOTE}\n\n{table}\n", encoding="utf-8")
-    return table
+    validations = validation_lines(metrics)
+    text = "\n".join([summary_table(steps), *(["", *validations] if validations else [])])
+    (run_dir / "summary.md").write_text(f"# {run_dir.name}\n\n{NOTE}\n\n{text}\n", encoding="utf-8")
+    return text
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,6 +6,7 @@ Imported lazily (``mr_search.trainer.register``): it pulls in verl's whole V1 tr
 from __future__ import annotations
 
 import logging
+import time
 from typing import Any, Final
 
 import numpy as np
@@ -25,7 +26,7 @@ from mr_search.agent.config import EpisodeConfig
 from mr_search.contract import COLUMNS
 from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
-from mr_search.trainer.metrics import attempt_statistics, episode_statistics
+from mr_search.trainer.metrics import attempt_statistics, episode_statistics, validation_speed
 from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
 from mr_search.trainer.startup import check_training_options, subtree
 
@@ -75,6 +76,20 @@ class MRSearchTrainer(PPOTrainerSync):
         self.retriever_config = retriever_config_of(config)
         self.episode_config = episode_config_of(config)
         register_estimator()  # normally done by the plugin on `import verl`; a no-op then
+
+    def _validate(self) -> dict[str, float]:
+        """verl's validation pass, timed: ``val-speed/*`` says how many meta-episodes it ran and how fast."""
+        started = time.perf_counter()
+        metrics = super()._validate()
+        meta_episodes = len(self.val_dataset) * int(self.config.actor_rollout_ref.rollout.val_kwargs.n)
+        speed = validation_speed(meta_episodes, time.perf_counter() - started)
+        logger.warning(
+            "validation: %d meta-episodes in %.1f s = %.2f meta-episodes/s",
+            meta_episodes,
+            speed["val-speed/seconds"],
+            speed["val-speed/meta_episodes_per_s"],
+        )
+        return {**metrics, **speed}
 
     def _tq(self) -> Any:
         if self.transfer_queue is None:

@@ -9,6 +9,10 @@ One engine (vLLM, SGLang or the project's transformers rollout) is started in th
    order, each with the recorded prompt ids and ``max_tokens`` = the recorded length (``ignore_eos``, no
    stop strings, so it samples as many tokens), all meta-episodes at once. No tokenization, no parsing, no
    retrieval: what is left is the engine's own work on the same prompts and output lengths.
+3. **raw + pauses** (attribution, not the goal): the same replay, but each call waits first as long as the loop
+   took between the meta-episode's previous answer and this call (searches, parsing, tokenization). If it is as
+   slow as the loop, the loop's cost is that time between calls; if it is as fast as raw, the cost is on the
+   engine's side of the calls (stop strings: the engine stops a request only after its front end saw the tag).
 
 The ratio (loop tokens/s over raw tokens/s) is what the loop, its tokenization and the retrieval calls cost
 (goal: >= 0.9). Prefix caching is off by default so both phases prefill the same tokens (``--prefix-caching``
@@ -49,6 +53,7 @@ SAMPLING = {"temperature": 1.0, "top_p": 1.0, "logprobs": True}  # the trainer's
 class Call:
     prompt_ids: list[int]
     sampled: int
+    pause_s: float  # seconds from the meta-episode's previous engine answer (or its start) to this call
 
 
 class RecordingServer:
@@ -57,12 +62,21 @@ class RecordingServer:
     def __init__(self, engine: Engine) -> None:
         self.engine = engine
         self.calls: dict[str, list[Call]] = {}
+        self.started = time.perf_counter()
+        self._answered: dict[str, float] = {}  # request id -> when its last engine answer came back
+
+    def clear(self) -> None:
+        self.calls.clear()
+        self._answered.clear()
+        self.started = time.perf_counter()
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any):
+        pause = time.perf_counter() - self._answered.get(request_id, self.started)
         output: TokenOutput = await self.engine.generate(
             request_id, prompt_ids=prompt_ids, sampling_params=sampling_params
         )
-        self.calls.setdefault(request_id, []).append(Call(list(prompt_ids), len(output.token_ids)))
+        self._answered[request_id] = time.perf_counter()
+        self.calls.setdefault(request_id, []).append(Call(list(prompt_ids), len(output.token_ids), pause))
         return output
 
 
@@ -82,7 +96,7 @@ class Phase:
 async def loop_phase(make_loop: Any, rows: Sequence[Mapping[str, Any]], n: int, server: RecordingServer) -> Phase:
     from mr_search.eval.runner import loop_inputs
 
-    server.calls.clear()
+    server.clear()
 
     async def one(row: Mapping[str, Any]) -> Any:
         # play(): the whole meta-episode as one sequence, whatever contexts its turns saw
@@ -102,17 +116,21 @@ async def loop_phase(make_loop: Any, rows: Sequence[Mapping[str, Any]], n: int, 
     )
 
 
-async def raw_phase(engine: Engine, chains: Mapping[str, Sequence[Call]]) -> Phase:
-    """Replays each meta-episode's calls in order (same prompts, same lengths), all meta-episodes at once."""
+async def raw_phase(engine: Engine, chains: Mapping[str, Sequence[Call]], *, pauses: bool = False) -> Phase:
+    """Replays each meta-episode's calls in order (same prompts, same lengths), all meta-episodes at once;
+    ``pauses``: each call first waits as long as the loop did before it."""
     sampled = 0
 
     async def chain(key: str, calls: Sequence[Call]) -> None:
         nonlocal sampled
         for i, call in enumerate(calls):
+            if pauses:
+                await asyncio.sleep(call.pause_s)
             if call.sampled == 0:
                 continue
             params = {**SAMPLING, "max_tokens": call.sampled, "ignore_eos": True}
-            output = await engine.generate(f"raw-{key}-{i}", prompt_ids=call.prompt_ids, sampling_params=params)
+            request = f"{'paused' if pauses else 'raw'}-{key}-{i}"
+            output = await engine.generate(request, prompt_ids=call.prompt_ids, sampling_params=params)
             sampled += len(output.token_ids)
 
     started = time.perf_counter()
@@ -144,22 +162,38 @@ async def measure(
         chains = {key: list(calls) for key, calls in server.calls.items()}
         await engine.reset_prefix_cache()
         raw = await raw_phase(engine, chains)
-        if raw.tokens != loop.tokens:
-            raise RuntimeError(f"raw replay sampled {raw.tokens} tokens, the loop {loop.tokens}: not the same work")
+        await engine.reset_prefix_cache()
+        paused = await raw_phase(engine, chains, pauses=True)
+        for phase in (raw, paused):
+            if phase.tokens != loop.tokens:
+                raise RuntimeError(f"a replay sampled {phase.tokens} tokens, the loop {loop.tokens}: not the same work")
         ratio = loop.tokens_per_s / raw.tokens_per_s
-        results.append({"loop": dataclasses.asdict(loop), "raw": dataclasses.asdict(raw), "ratio": ratio})
+        pause_s = statistics.fmean(sum(c.pause_s for c in calls) for calls in chains.values())
+        results.append(
+            {
+                "loop": dataclasses.asdict(loop),
+                "raw": dataclasses.asdict(raw),
+                "raw_paused": dataclasses.asdict(paused),
+                "ratio": ratio,
+                "ratio_paused": loop.tokens_per_s / paused.tokens_per_s,
+                "pause_s_per_meta_episode": pause_s,
+            }
+        )
         print(
             f"round {r + 1}: loop {loop.tokens:,} tokens in {loop.seconds:.2f} s = {loop.tokens_per_s:,.0f} tokens/s "
             f"({loop.calls} engine calls, {len(chains)} meta-episodes; a meta-episode waited {loop.generate_s:.2f} s "
             f"on "
             f"the engine, {loop.tools_s:.2f} s on searches and env tokens); raw replay {raw.seconds:.2f} s = "
-            f"{raw.tokens_per_s:,.0f} tokens/s; RATIO loop/raw {ratio:.3f}",
+            f"{raw.tokens_per_s:,.0f} tokens/s; RATIO loop/raw {ratio:.3f}; raw with the loop's pauses between "
+            f"calls ({pause_s:.2f} s a meta-episode) {paused.seconds:.2f} s, "
+            f"loop/that {results[-1]['ratio_paused']:.3f}",
             flush=True,
         )
     return {
         "engine": engine.name,
         "rounds": results,
         "ratio_median": statistics.median(r["ratio"] for r in results),
+        "ratio_paused_median": statistics.median(r["ratio_paused"] for r in results),
         "loop_tokens_per_s_median": statistics.median(r["loop"]["tokens"] / r["loop"]["seconds"] for r in results),
         "raw_tokens_per_s_median": statistics.median(r["raw"]["tokens"] / r["raw"]["seconds"] for r in results),
     }

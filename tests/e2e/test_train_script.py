@@ -309,6 +309,11 @@ def test_evaluation_through_the_rollout_engine_at_k_eval(tmp_path, free_port, sc
     em = {key: value for key, value in row["data"].items() if key.startswith("val-aux/") and "/em_at_" in key}
     assert {key.split("/em_at_")[1] for key in em} == {f"{k}/mean@1" for k in (1, 2, 3, 4)}
     assert all(0.0 <= value <= 1.0 for value in em.values())
+    # The pass is timed: 4 questions x val n 1 meta-episodes, and its speed is in the run's summary.
+    speed = row["data"]
+    assert speed["val-speed/meta_episodes"] == 4
+    assert speed["val-speed/meta_episodes_per_s"] == pytest.approx(4 / speed["val-speed/seconds"])
+    assert "validation before step 1: 4 meta-episodes in" in (tmp_path / "eval" / "summary.md").read_text()
     assert not (tmp_path / "eval" / "checkpoints").exists(), "evaluation trains nothing"
 
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from mr_search.run_summary import main, write_summary
+from mr_search.trainer.metrics import validation_speed
 
 
 def _launch(run: Path, name: str, steps: dict[int, dict[str, float]]) -> None:
@@ -49,3 +52,18 @@ def test_a_validation_only_line_gets_no_row(tmp_path: Path) -> None:
     _launch(run, "a", {0: {"val-aux/embedded_1hop/em_at_1/mean@1": 0.5}, 1: _step([0.1, 0.2, 0.4], 0.5)})
     table = write_summary(run).splitlines()
     assert [line.split(" | ")[0] for line in table[2:]] == ["| 1"]
+
+
+def test_a_timed_validation_pass_gets_a_speed_line(tmp_path: Path) -> None:
+    run = tmp_path / "eval-k4-y"
+    speed = validation_speed(meta_episodes=120, seconds=48.0)
+    _launch(run, "a", {0: {"val-aux/embedded_1hop/em_at_1/mean@1": 0.5, **speed}})
+    lines = write_summary(run).splitlines()
+    assert lines[-1] == "validation before step 1: 120 meta-episodes in 48.0 s = 2.50 meta-episodes/s"
+    assert lines[-1] in (run / "summary.md").read_text()
+
+
+def test_validation_speed_refuses_a_pass_that_took_no_time() -> None:
+    assert validation_speed(3, 2.0)["val-speed/meta_episodes_per_s"] == 1.5
+    with pytest.raises(ValueError, match="not a measurement"):
+        validation_speed(3, 0.0)

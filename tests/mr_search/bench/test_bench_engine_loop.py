@@ -99,14 +99,17 @@ def test_raw_phase_replays_the_loop_calls_with_the_same_prompts_and_lengths(tiny
     assert round_["ratio"] == pytest.approx(
         (round_["loop"]["tokens"] / round_["loop"]["seconds"]) / (round_["raw"]["tokens"] / round_["raw"]["seconds"])
     )
-    loop_calls = [s for s in engine.seen if not s[0].startswith("raw-")]
-    raw_calls = [s for s in engine.seen if s[0].startswith("raw-")]
+    loop_calls = [s for s in engine.seen if not s[0].startswith(("raw-", "paused-"))]
     measured = loop_calls[-round_["loop"]["calls"] :]  # after the warm-up
-    # Every sampling call of the loop is replayed once: same prompt ids, max_tokens = what the loop sampled.
+    # Every sampling call of the loop is replayed once per replay: same prompt ids, max_tokens = what it sampled.
     expected = sorted((tuple(p), n) for _, p, _, n in measured if n > 0)
-    replayed = sorted((tuple(p), params["max_tokens"]) for _, p, params, _ in raw_calls)
-    assert replayed == expected
-    assert all(params["ignore_eos"] and "stop" not in params for _, _, params, _ in raw_calls)
+    for prefix in ("raw-", "paused-"):
+        replay = [s for s in engine.seen if s[0].startswith(prefix)]
+        assert sorted((tuple(p), params["max_tokens"]) for _, p, params, _ in replay) == expected
+        assert all(params["ignore_eos"] and "stop" not in params for _, _, params, _ in replay)
+    assert round_["raw_paused"]["tokens"] == round_["loop"]["tokens"]
+    # The paused replay waits what the loop waited between calls: at least the mean meta-episode's pauses.
+    assert 0 < round_["pause_s_per_meta_episode"] <= round_["raw_paused"]["seconds"]
     # The loop ran real meta-episodes: 3 questions x n 2, at least one turn per attempt.
     assert len({rid for rid, *_ in measured}) == 6
     assert len(measured) >= 6 * config.attempts
