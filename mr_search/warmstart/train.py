@@ -175,9 +175,14 @@ class WarmStartConfig:
 
 
 # The namesake world's warm-start recipe. 1: the default's; 2: NAMESAKE_SINGLE_ATTEMPT_SHARE; 3: namesake_copy (the
-# thought after the name's article repeats the sentence naming the question's profession). A recipe is its config:
-# each keeps its cache key (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the compare used).
-NAMESAKE_RECIPE = 3
+# thought after the name's article repeats the sentence naming the question's profession); 4: recipe 3's transcripts
+# on a policy whose tokenizer has every word of a person's name as one token (``policy_config``,
+# ``TinyModelConfig.name_tokens``). A recipe is its config: each keeps its cache key
+# (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the first compare used).
+NAMESAKE_RECIPE = 4
+
+# The first namesake recipe whose base policy has whole-word name tokens.
+NAMESAKE_NAME_TOKENS_RECIPE = 4
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
 # alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
@@ -191,7 +196,8 @@ def warmstart_config(
     answer was right, for training and evaluating with ``mr_search.episode.outcome_feedback`` (MAGE-style). In the
     ``namesake`` world (``MR_SEARCH_WORLD``) recipe ``namesake_recipe`` (``NAMESAKE_RECIPE``): from 2 on, twice as
     many transcripts show all K attempts (``NAMESAKE_SINGLE_ATTEMPT_SHARE``); from 3 on, the thought after the
-    name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``)."""
+    name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``);
+    4 changes the base policy, not the transcripts (``policy_config``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
     if not 1 <= namesake_recipe <= NAMESAKE_RECIPE:
@@ -199,6 +205,20 @@ def warmstart_config(
     transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_copy=namesake_recipe >= 3)
     share = NAMESAKE_SINGLE_ATTEMPT_SHARE if namesake_recipe >= 2 else WarmStartConfig().single_attempt_share
     return WarmStartConfig(transcripts=transcripts, single_attempt_share=share)
+
+
+def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe: int = NAMESAKE_RECIPE):
+    """The ``TinyModelConfig`` the warm start of ``policy`` (a ``POLICY_SHAPES`` name) starts from: the shape as it
+    is, or in the namesake world from recipe ``NAMESAKE_NAME_TOKENS_RECIPE`` on, with a tokenizer in which every
+    word of a person's name is one token (``name_tokens``: its own cache key; earlier recipes keep their base)."""
+    from mr_search.tiny_model import policy_shape
+
+    shape = policy_shape(policy)
+    if world != "namesake":
+        return shape
+    if not 1 <= namesake_recipe <= NAMESAKE_RECIPE:
+        raise ValueError(f"policy_config: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPE}")
+    return replace(shape, name_tokens=True) if namesake_recipe >= NAMESAKE_NAME_TOKENS_RECIPE else shape
 
 
 def shared_prefix_length(ids, labels) -> int:
