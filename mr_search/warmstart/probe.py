@@ -173,18 +173,27 @@ def summarize(
 
 def second_hop_searched(records: Sequence[Mapping[str, Any]], second_hops: Mapping[str, str]) -> dict[str, Any]:
     """Per data source, of the meta-episodes whose question has a second gold passage (``second_hops``: uid ->
-    its title), ``{"episodes": n, "searched": m}``: m searched that title (case aside) in some attempt."""
+    its title), ``{"episodes": n, "searched": m, "wrong_first": w, "searched_after_wrong": r}``: m searched that
+    title (case aside) in some attempt; of the w whose first answer was wrong, r searched it in a later attempt
+    (the retry the namesake world rewards)."""
     from mr_search.eval.records import searches
+
+    def queries(attempts: Sequence[Mapping[str, Any]]) -> set[str]:
+        return {str(s["query"]).strip().lower() for a in attempts for s in searches(a)}
 
     out: dict[str, dict[str, int]] = {}
     for record in records:
         title = second_hops.get(str(record["uid"]))
         if title is None:
             continue
-        counts = out.setdefault(str(record["data_source"]), {"episodes": 0, "searched": 0})
+        counts = out.setdefault(
+            str(record["data_source"]), {"episodes": 0, "searched": 0, "wrong_first": 0, "searched_after_wrong": 0}
+        )
         counts["episodes"] += 1
-        queries = {str(s["query"]).strip().lower() for a in record["attempts"] for s in searches(a)}
-        counts["searched"] += title.strip().lower() in queries
+        counts["searched"] += title.strip().lower() in queries(record["attempts"])
+        if record["attempts"] and not record["attempts"][0]["em"]:
+            counts["wrong_first"] += 1
+            counts["searched_after_wrong"] += title.strip().lower() in queries(record["attempts"][1:])
     return {source: out[source] for source in sorted(out)}
 
 

@@ -136,10 +136,19 @@ def test_second_hop_searches_are_counted_per_source_for_questions_that_have_one(
     name_only = _episode("q2", 0.0, ["Aldo Venn", None])  # searches the name again, never the alias
     name_only["data_source"] = alias["data_source"] = "embedded_namesake"
     one_hop = _episode("q3", 1.0, [None, None])  # no second gold passage: not counted
-    second_hops = {"q1": "Drelo Kam", "q2": "Drelo Kam"}
-    summary = summarize([alias, name_only, one_hop], [alias, alias], {}, attempts=3, second_hops=second_hops)
-    assert summary["greedy_second_hop_searched"] == {"embedded_namesake": {"episodes": 2, "searched": 1}}
-    assert summary["sampled_second_hop_searched"] == {"embedded_namesake": {"episodes": 2, "searched": 2}}
+    right_first = _episode("q4", 1.0, [None, None])  # searched the alias in its first attempt and was right
+    right_first["attempts"][0]["turns"][0]["content"] = "<search> Drelo Kam </search>"
+    right_first["data_source"] = "embedded_namesake"
+    second_hops = {"q1": "Drelo Kam", "q2": "Drelo Kam", "q4": "Drelo Kam"}
+    summary = summarize(
+        [alias, name_only, one_hop, right_first], [alias, alias], {}, attempts=3, second_hops=second_hops
+    )
+    assert summary["greedy_second_hop_searched"] == {
+        "embedded_namesake": {"episodes": 3, "searched": 2, "wrong_first": 2, "searched_after_wrong": 1}
+    }
+    assert summary["sampled_second_hop_searched"] == {
+        "embedded_namesake": {"episodes": 2, "searched": 2, "wrong_first": 2, "searched_after_wrong": 2}
+    }
     assert summarize([one_hop], [], {}, attempts=3)["greedy_second_hop_searched"] == {}
 
 
