@@ -8,7 +8,13 @@ import logging
 from pathlib import Path
 
 from mr_search.tiny_model import ensure_tiny_model
-from mr_search.warmstart.train import NAMESAKE_RECIPE, ensure_warmstart, policy_config, warmstart_config
+from mr_search.warmstart.train import (
+    NAMESAKE_RECIPE,
+    NAMESAKE_RECIPES,
+    ensure_warmstart,
+    policy_config,
+    warmstart_config,
+)
 from mr_search_retrieval.embedded.variant import world_variant
 
 
@@ -17,9 +23,9 @@ def add_namesake_recipe(parser: argparse.ArgumentParser) -> None:
         "--namesake-recipe",
         type=int,
         default=NAMESAKE_RECIPE,
-        help=f"in the namesake world (MR_SEARCH_WORLD=namesake), the warm-start recipe (1-{NAMESAKE_RECIPE}, default "
+        help=f"in the namesake world (MR_SEARCH_WORLD=namesake), the warm-start recipe (1-{NAMESAKE_RECIPES}, default "
         f"{NAMESAKE_RECIPE}; 2 is the build reports/compare_namesake's first run used; 4 starts from a policy whose "
-        "tokenizer has each name word as one token; mr_search.warmstart.train.NAMESAKE_RECIPE)",
+        "tokenizer has each person-name word as one token; mr_search.warmstart.train.NAMESAKE_RECIPE)",
     )
 
 

@@ -11,7 +11,13 @@ import pytest
 
 from mr_search.tiny_model import policy_shape
 from mr_search.warmstart.lookup import LexicalIndex
-from mr_search.warmstart.train import NAMESAKE_RECIPE, WarmStartConfig, policy_config, warmstart_config
+from mr_search.warmstart.train import (
+    NAMESAKE_RECIPE,
+    NAMESAKE_RECIPES,
+    WarmStartConfig,
+    policy_config,
+    warmstart_config,
+)
 from mr_search.warmstart.transcripts import TranscriptBuilder, TranscriptConfig, namesake_sentence
 
 ARTICLE = "The painter Aldo Venn was born in Kumholt. The sailor Aldo Venn is better known as Drelo Kam."
@@ -107,7 +113,7 @@ def test_without_the_option_the_transcripts_are_as_before(namesake_index):
 
 
 def test_the_recipe_is_versioned_and_earlier_recipes_keep_their_cache_keys():
-    assert NAMESAKE_RECIPE == 4
+    assert NAMESAKE_RECIPE == 3 and NAMESAKE_RECIPES == 4, "recipe 4 probed worse: opt-in, 3 stays the default"
     assert warmstart_config(world="namesake").transcripts.namesake_copy
     assert not warmstart_config(world="default").transcripts.namesake_copy
     # The default world's key and the namesake recipe 2's (the build the namesake comparison used) are unchanged.
@@ -129,7 +135,8 @@ def test_recipe_4_starts_from_a_policy_with_name_tokens_and_earlier_recipes_from
         assert policy_config(policy) == policy_shape(policy) == policy_config(policy, "default", 4)
         for recipe in (1, 2, 3):
             assert policy_config(policy, "namesake", recipe) == policy_shape(policy)
-        assert policy_config(policy, "namesake") == replace(policy_shape(policy), name_tokens=True)
+        assert policy_config(policy, "namesake") == policy_shape(policy), "the default recipe (3) starts plain"
+        assert policy_config(policy, "namesake", 4) == replace(policy_shape(policy), name_tokens=True)
     assert policy_config("small", "namesake", 3).key() == "42fd57d854a0", "the base recipes 2 and 3 were built on"
     with pytest.raises(ValueError, match="namesake_recipe=0; use 1 to 4"):
         policy_config("small", "namesake", 0)
