@@ -7,8 +7,14 @@ import argparse
 import logging
 from pathlib import Path
 
-from mr_search.tiny_model import ensure_tiny_model, policy_shape
-from mr_search.warmstart.train import NAMESAKE_RECIPE, ensure_warmstart, warmstart_config
+from mr_search.tiny_model import ensure_tiny_model
+from mr_search.warmstart.train import (
+    NAMESAKE_RECIPE,
+    NAMESAKE_RECIPES,
+    ensure_warmstart,
+    policy_config,
+    warmstart_config,
+)
 from mr_search_retrieval.embedded.variant import world_variant
 
 
@@ -17,8 +23,9 @@ def add_namesake_recipe(parser: argparse.ArgumentParser) -> None:
         "--namesake-recipe",
         type=int,
         default=NAMESAKE_RECIPE,
-        help=f"in the namesake world (MR_SEARCH_WORLD=namesake), the warm-start recipe (1-{NAMESAKE_RECIPE}, default "
-        f"{NAMESAKE_RECIPE}; 2 is the build reports/compare_namesake used; mr_search.warmstart.train.NAMESAKE_RECIPE)",
+        help=f"in the namesake world (MR_SEARCH_WORLD=namesake), the warm-start recipe (1-{NAMESAKE_RECIPES}, default "
+        f"{NAMESAKE_RECIPE}; 2 is the build reports/compare_namesake's first run used; 4 starts from a policy whose "
+        "tokenizer has each person-name word as one token; mr_search.warmstart.train.NAMESAKE_RECIPE)",
     )
 
 
@@ -49,7 +56,7 @@ def main() -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
         config = warmstart_config(args.outcome_feedback, world_variant(), args.namesake_recipe)
-        shape = policy_shape(args.policy)
+        shape = policy_config(args.policy, world_variant(), args.namesake_recipe)
     except ValueError as error:
         parser.error(str(error))
     base = args.base if args.base is not None else ensure_tiny_model(config=shape)

@@ -26,7 +26,10 @@ questions per data source of the embedded world, and prints (as JSON):
   one, how often the last attempt is wrong (broken) (``retry_outcomes``); ``greedy_em_at_k_by_source``;
 - ``greedy_second_hop_searched`` / ``sampled_...`` by data source: of the meta-episodes on questions with a second
   gold passage, how many search its title (case aside) in some attempt (the bridge entity of a two-hop question,
-  the alias of a namesake one).
+  the alias of a namesake one);
+- ``query_is_entity_by_source`` and ``query_is_entity_by_name_tokens``: the name-copy accuracy (greedy first
+  queries exactly the name) per data source, and by how many tokens of the policy's tokenizer the name is after a
+  space (``{"questions": n, "exact": m}``): does copying fail on names of many pieces?
 
 Without ``--url`` the embedded dense index is searched in-process (the same index ``retrieval_launch.sh``
 serves), so no service is needed.
@@ -80,15 +83,38 @@ def _first_query(record: Mapping[str, Any]) -> str | None:
     return str(found[0]["query"]) if found else None
 
 
+def _is_entity(record: Mapping[str, Any], entities: Mapping[str, str]) -> bool:
+    query = _first_query(record)
+    return bool(query) and entities.get(str(record["uid"]), "\0").lower() == str(query).strip().lower()
+
+
+def exact_copies(
+    greedy: Sequence[Mapping[str, Any]], entities: Mapping[str, str], key: Mapping[str, Any]
+) -> dict[str, dict[str, int]]:
+    """``{str(key[uid]): {"questions": n, "exact": m}}``: of the ``n`` greedy meta-episodes whose question has that
+    key, ``m`` first searched exactly the entity's name (case aside); keys in sorted order."""
+    out: dict[str, dict[str, int]] = {}
+    for record in greedy:
+        uid = str(record["uid"])
+        if uid not in key:
+            continue
+        counts = out.setdefault(str(key[uid]), {"questions": 0, "exact": 0})
+        counts["questions"] += 1
+        counts["exact"] += _is_entity(record, entities)
+    return {k: out[k] for k in sorted(out, key=lambda k: (len(k), k))}
+
+
 def summarize(
     greedy: Sequence[Mapping[str, Any]],
     sampled: Sequence[Mapping[str, Any]],
     entities: Mapping[str, str],
     attempts: int,
     second_hops: Mapping[str, str] | None = None,
+    name_tokens: Mapping[str, int] | None = None,
 ) -> dict[str, Any]:
     """The probe's figures from trajectory records (``entities``: question uid -> asked-about entity name;
-    ``second_hops``: question uid -> its second gold passage's title, for questions that have one)."""
+    ``second_hops``: question uid -> its second gold passage's title, for questions that have one;
+    ``name_tokens``: question uid -> tokens of the entity's name after a space in the policy's tokenizer)."""
 
     def em_at(records: Sequence[Mapping[str, Any]]) -> list[float]:
         out = []
@@ -104,7 +130,7 @@ def summarize(
         query = _first_query(record)
         entity = entities.get(str(record["uid"]), "\0")
         named += bool(query) and entity.lower() in str(query).lower()
-        exact += bool(query) and entity.lower() == str(query).strip().lower()
+        exact += _is_entity(record, entities)
         first = searches(record["attempts"][0]) if record["attempts"] else []
         titles = (f'(Title: "{entity}")', f"(Title: {entity})")  # the corpus quotes its titles; others may not
         found += any(title in s["information"] for s in first for title in titles)
@@ -134,6 +160,8 @@ def summarize(
         },
         "query_names_entity": round(100.0 * named / max(1, len(greedy)), 1),
         "query_is_entity": round(100.0 * exact / max(1, len(greedy)), 1),
+        "query_is_entity_by_source": exact_copies(greedy, entities, {str(r["uid"]): r["data_source"] for r in greedy}),
+        "query_is_entity_by_name_tokens": exact_copies(greedy, entities, name_tokens or {}),
         "gold_passage_found": round(100.0 * found / max(1, len(greedy)), 1),
         "distinct_answers": len(first_answers),
         "sampled_em_at_k": em_at(sampled) if sampled else None,
@@ -145,18 +173,27 @@ def summarize(
 
 def second_hop_searched(records: Sequence[Mapping[str, Any]], second_hops: Mapping[str, str]) -> dict[str, Any]:
     """Per data source, of the meta-episodes whose question has a second gold passage (``second_hops``: uid ->
-    its title), ``{"episodes": n, "searched": m}``: m searched that title (case aside) in some attempt."""
+    its title), ``{"episodes": n, "searched": m, "wrong_first": w, "searched_after_wrong": r}``: m searched that
+    title (case aside) in some attempt; of the w whose first answer was wrong, r searched it in a later attempt
+    (the retry the namesake world rewards)."""
     from mr_search.eval.records import searches
+
+    def queries(attempts: Sequence[Mapping[str, Any]]) -> set[str]:
+        return {str(s["query"]).strip().lower() for a in attempts for s in searches(a)}
 
     out: dict[str, dict[str, int]] = {}
     for record in records:
         title = second_hops.get(str(record["uid"]))
         if title is None:
             continue
-        counts = out.setdefault(str(record["data_source"]), {"episodes": 0, "searched": 0})
+        counts = out.setdefault(
+            str(record["data_source"]), {"episodes": 0, "searched": 0, "wrong_first": 0, "searched_after_wrong": 0}
+        )
         counts["episodes"] += 1
-        queries = {str(s["query"]).strip().lower() for a in record["attempts"] for s in searches(a)}
-        counts["searched"] += title.strip().lower() in queries
+        counts["searched"] += title.strip().lower() in queries(record["attempts"])
+        if record["attempts"] and not record["attempts"][0]["em"]:
+            counts["wrong_first"] += 1
+            counts["searched_after_wrong"] += title.strip().lower() in queries(record["attempts"][1:])
     return {source: out[source] for source in sorted(out)}
 
 
@@ -263,7 +300,11 @@ def probe(
     else:
         retrieval = InProcessRetrieval()
     greedy, sampled = asyncio.run(_run(model_dir, rows, retrieval, attempts, samples, seed, outcome_feedback))
-    return summarize(greedy, sampled, entities, attempts, second_hops), greedy
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+    name_tokens = {uid: len(tokenizer.encode(f" {name}", add_special_tokens=False)) for uid, name in entities.items()}
+    return summarize(greedy, sampled, entities, attempts, second_hops, name_tokens), greedy
 
 
 def _titles() -> dict[str, str]:
@@ -296,15 +337,16 @@ def main() -> None:
     logging.basicConfig(level=logging.WARNING)
     model = args.model
     if model is None:
-        from mr_search.tiny_model import ensure_tiny_model, policy_shape
-        from mr_search.warmstart.train import ensure_warmstart, warmstart_config
+        from mr_search.tiny_model import ensure_tiny_model
+        from mr_search.warmstart.train import ensure_warmstart, policy_config, warmstart_config
         from mr_search_retrieval.embedded.variant import world_variant
 
-        base = ensure_tiny_model(config=policy_shape(args.policy))
         try:
             config = warmstart_config(args.outcome_feedback, world_variant(), args.namesake_recipe)
+            shape = policy_config(args.policy, world_variant(), args.namesake_recipe)
         except ValueError as error:
             parser.error(str(error))
+        base = ensure_tiny_model(config=shape)
         model = ensure_warmstart(base_model=base, config=config)
     figures, greedy = probe(
         model, args.questions, args.samples, args.attempts, args.url, outcome_feedback=args.outcome_feedback

@@ -175,9 +175,18 @@ class WarmStartConfig:
 
 
 # The namesake world's warm-start recipe. 1: the default's; 2: NAMESAKE_SINGLE_ATTEMPT_SHARE; 3: namesake_copy (the
-# thought after the name's article repeats the sentence naming the question's profession). A recipe is its config:
-# each keeps its cache key (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the compare used).
+# thought after the name's article repeats the sentence naming the question's profession); 4: recipe 3's transcripts
+# on a policy whose tokenizer has every word of a person's name as one token (``policy_config``,
+# ``TinyModelConfig.name_tokens``). A recipe is its config: each keeps its cache key
+# (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the first compare used).
+NAMESAKE_RECIPES = 4
+# The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
+# policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
+# 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``).
 NAMESAKE_RECIPE = 3
+
+# The first namesake recipe whose base policy has whole-word name tokens.
+NAMESAKE_NAME_TOKENS_RECIPE = 4
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
 # alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
@@ -189,16 +198,32 @@ def warmstart_config(
 ) -> WarmStartConfig:
     """The default warm start, or (``outcome_feedback``) the one whose reflection turns say whether the previous
     answer was right, for training and evaluating with ``mr_search.episode.outcome_feedback`` (MAGE-style). In the
-    ``namesake`` world (``MR_SEARCH_WORLD``) recipe ``namesake_recipe`` (``NAMESAKE_RECIPE``): from 2 on, twice as
+    ``namesake`` world (``MR_SEARCH_WORLD``) recipe ``namesake_recipe`` (1 to ``NAMESAKE_RECIPES``, default
+    ``NAMESAKE_RECIPE``): from 2 on, twice as
     many transcripts show all K attempts (``NAMESAKE_SINGLE_ATTEMPT_SHARE``); from 3 on, the thought after the
-    name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``)."""
+    name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``);
+    4 changes the base policy, not the transcripts (``policy_config``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
-    if not 1 <= namesake_recipe <= NAMESAKE_RECIPE:
-        raise ValueError(f"warmstart_config: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPE}")
+    if not 1 <= namesake_recipe <= NAMESAKE_RECIPES:
+        raise ValueError(f"warmstart_config: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPES}")
     transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_copy=namesake_recipe >= 3)
     share = NAMESAKE_SINGLE_ATTEMPT_SHARE if namesake_recipe >= 2 else WarmStartConfig().single_attempt_share
     return WarmStartConfig(transcripts=transcripts, single_attempt_share=share)
+
+
+def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe: int = NAMESAKE_RECIPE):
+    """The ``TinyModelConfig`` the warm start of ``policy`` (a ``POLICY_SHAPES`` name) starts from: the shape as it
+    is, or in the namesake world from recipe ``NAMESAKE_NAME_TOKENS_RECIPE`` on, with a tokenizer in which every
+    word of a person's name is one token (``name_tokens``: its own cache key; earlier recipes keep their base)."""
+    from mr_search.tiny_model import policy_shape
+
+    shape = policy_shape(policy)
+    if world != "namesake":
+        return shape
+    if not 1 <= namesake_recipe <= NAMESAKE_RECIPES:
+        raise ValueError(f"policy_config: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPES}")
+    return replace(shape, name_tokens=True) if namesake_recipe >= NAMESAKE_NAME_TOKENS_RECIPE else shape
 
 
 def shared_prefix_length(ids, labels) -> int:

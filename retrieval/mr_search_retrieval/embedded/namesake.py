@@ -36,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mr_search_retrieval.embedded.facts import PROFESSIONS, City, WorldConfig, build_facts
+from mr_search_retrieval.embedded.facts import PROFESSIONS, City, FactGraph, WorldConfig, build_facts
 from mr_search_retrieval.embedded.names import NameGenerator
 from mr_search_retrieval.embedded.world import DEFAULT_SEED, WORLD_VERSION, WorldPaths, build_world, write_rows
 
@@ -114,11 +114,17 @@ def group_passages(group: NamesakeGroup) -> tuple[tuple[str, str], tuple[str, st
     return known, alias
 
 
-def build_namesake_world(
-    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Returns ``(corpus, train, test)`` rows of the namesake world for ``seed`` (pure; writes nothing)."""
-    config = config or NamesakeConfig()
+@dataclass(frozen=True)
+class _Draws:
+    """The default world and the namesake groups drawn on top of it; ``rng`` goes on to draw the rest."""
+
+    base: tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+    graph: FactGraph
+    rng: random.Random
+    groups: list[NamesakeGroup]
+
+
+def _draw(seed: int, config: NamesakeConfig) -> _Draws:
     base_corpus, base_train, base_test = build_world(seed, WorldConfig())
     graph = build_facts(random.Random(seed), WorldConfig())  # the same draws build_world starts with
     rng = random.Random(f"{VARIANT}-{seed}")
@@ -132,6 +138,23 @@ def build_namesake_world(
         + [c.name for c in graph.companies]
     )
     groups = _groups(rng, names, graph.cities, config.groups)
+    return _Draws((base_corpus, base_train, base_test), graph, rng, groups)
+
+
+def namesake_person_names(seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None) -> list[str]:
+    """Every person's name in the namesake world for ``seed``: the default world's people (twins included), then
+    each group's shared name N and alias L, in the order drawn (pure; writes nothing)."""
+    draws = _draw(seed, config or NamesakeConfig())
+    return [p.name for p in draws.graph.people] + [name for g in draws.groups for name in (g.name, g.alias)]
+
+
+def build_namesake_world(
+    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Returns ``(corpus, train, test)`` rows of the namesake world for ``seed`` (pure; writes nothing)."""
+    config = config or NamesakeConfig()
+    draws = _draw(seed, config)
+    (base_corpus, base_train, base_test), graph, rng, groups = draws.base, draws.graph, draws.rng, draws.groups
 
     # (title, text) of every passage: the default world's first (their old ids are their positions here).
     passages = [(row["title"], row["text"]) for row in base_corpus]

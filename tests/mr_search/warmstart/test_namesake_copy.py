@@ -9,8 +9,15 @@ from dataclasses import replace
 
 import pytest
 
+from mr_search.tiny_model import policy_shape
 from mr_search.warmstart.lookup import LexicalIndex
-from mr_search.warmstart.train import NAMESAKE_RECIPE, WarmStartConfig, warmstart_config
+from mr_search.warmstart.train import (
+    NAMESAKE_RECIPE,
+    NAMESAKE_RECIPES,
+    WarmStartConfig,
+    policy_config,
+    warmstart_config,
+)
 from mr_search.warmstart.transcripts import TranscriptBuilder, TranscriptConfig, namesake_sentence
 
 ARTICLE = "The painter Aldo Venn was born in Kumholt. The sailor Aldo Venn is better known as Drelo Kam."
@@ -106,7 +113,7 @@ def test_without_the_option_the_transcripts_are_as_before(namesake_index):
 
 
 def test_the_recipe_is_versioned_and_earlier_recipes_keep_their_cache_keys():
-    assert NAMESAKE_RECIPE == 3
+    assert NAMESAKE_RECIPE == 3 and NAMESAKE_RECIPES == 4, "recipe 4 probed worse: opt-in, 3 stays the default"
     assert warmstart_config(world="namesake").transcripts.namesake_copy
     assert not warmstart_config(world="default").transcripts.namesake_copy
     # The default world's key and the namesake recipe 2's (the build the namesake comparison used) are unchanged.
@@ -114,8 +121,25 @@ def test_the_recipe_is_versioned_and_earlier_recipes_keep_their_cache_keys():
     assert warmstart_config(world="namesake", namesake_recipe=2).key() == "1f43ce19d5ff"
     assert warmstart_config(world="namesake", namesake_recipe=1).key() == WarmStartConfig().key()
     assert warmstart_config(world="namesake").key() not in {"18f3fe193c67", "1f43ce19d5ff"}
-    with pytest.raises(ValueError, match="namesake_recipe=4"):
-        warmstart_config(world="namesake", namesake_recipe=4)
+    # Recipe 3 (the "copy the sentence" probe's build) keeps its key; recipe 4 trains on the same transcripts.
+    assert warmstart_config(world="namesake", namesake_recipe=3).key() == "69a2ec909998"
+    assert warmstart_config(world="namesake", namesake_recipe=4) == warmstart_config(
+        world="namesake", namesake_recipe=3
+    )
+    with pytest.raises(ValueError, match="namesake_recipe=5"):
+        warmstart_config(world="namesake", namesake_recipe=5)
+
+
+def test_recipe_4_starts_from_a_policy_with_name_tokens_and_earlier_recipes_from_the_plain_one():
+    for policy in ("tiny", "small"):
+        assert policy_config(policy) == policy_shape(policy) == policy_config(policy, "default", 4)
+        for recipe in (1, 2, 3):
+            assert policy_config(policy, "namesake", recipe) == policy_shape(policy)
+        assert policy_config(policy, "namesake") == policy_shape(policy), "the default recipe (3) starts plain"
+        assert policy_config(policy, "namesake", 4) == replace(policy_shape(policy), name_tokens=True)
+    assert policy_config("small", "namesake", 3).key() == "42fd57d854a0", "the base recipes 2 and 3 were built on"
+    with pytest.raises(ValueError, match="namesake_recipe=0; use 1 to 4"):
+        policy_config("small", "namesake", 0)
 
 
 def test_the_command_takes_a_recipe_and_rejects_one_that_does_not_exist(tmp_path):
@@ -125,12 +149,12 @@ def test_the_command_takes_a_recipe_and_rejects_one_that_does_not_exist(tmp_path
 
     env = {**os.environ, "MR_SEARCH_WORLD": "namesake", "MR_SEARCH_CACHE": str(tmp_path)}
     done = subprocess.run(
-        [sys.executable, "-m", "mr_search.warmstart", "--namesake-recipe", "4"],
+        [sys.executable, "-m", "mr_search.warmstart", "--namesake-recipe", "5"],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 2, done.stderr
-    assert "namesake_recipe=4; use 1 to 3" in done.stderr
+    assert "namesake_recipe=5; use 1 to 4" in done.stderr
     assert not any(tmp_path.iterdir()), "nothing is built for a recipe that does not exist"

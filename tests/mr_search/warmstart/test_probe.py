@@ -136,8 +136,40 @@ def test_second_hop_searches_are_counted_per_source_for_questions_that_have_one(
     name_only = _episode("q2", 0.0, ["Aldo Venn", None])  # searches the name again, never the alias
     name_only["data_source"] = alias["data_source"] = "embedded_namesake"
     one_hop = _episode("q3", 1.0, [None, None])  # no second gold passage: not counted
-    second_hops = {"q1": "Drelo Kam", "q2": "Drelo Kam"}
-    summary = summarize([alias, name_only, one_hop], [alias, alias], {}, attempts=3, second_hops=second_hops)
-    assert summary["greedy_second_hop_searched"] == {"embedded_namesake": {"episodes": 2, "searched": 1}}
-    assert summary["sampled_second_hop_searched"] == {"embedded_namesake": {"episodes": 2, "searched": 2}}
+    right_first = _episode("q4", 1.0, [None, None])  # searched the alias in its first attempt and was right
+    right_first["attempts"][0]["turns"][0]["content"] = "<search> Drelo Kam </search>"
+    right_first["data_source"] = "embedded_namesake"
+    second_hops = {"q1": "Drelo Kam", "q2": "Drelo Kam", "q4": "Drelo Kam"}
+    summary = summarize(
+        [alias, name_only, one_hop, right_first], [alias, alias], {}, attempts=3, second_hops=second_hops
+    )
+    assert summary["greedy_second_hop_searched"] == {
+        "embedded_namesake": {"episodes": 3, "searched": 2, "wrong_first": 2, "searched_after_wrong": 1}
+    }
+    assert summary["sampled_second_hop_searched"] == {
+        "embedded_namesake": {"episodes": 2, "searched": 2, "wrong_first": 2, "searched_after_wrong": 2}
+    }
     assert summarize([one_hop], [], {}, attempts=3)["greedy_second_hop_searched"] == {}
+
+
+def test_name_copy_accuracy_is_counted_per_source_and_by_the_names_token_count():
+    entities = {"q1": "Aldo Venn", "q2": "Vupas Zi", "q3": "Sigel Tokul", "q4": "Drelo Kam"}
+    greedy = [
+        _record("q1", "Aldo Venn", ["x"], [0.0]),
+        _record("q2", "Vafu Dro", ["x"], [0.0], source="embedded_namesake"),
+        _record("q3", "sigel tokul", ["x"], [0.0], source="embedded_namesake"),
+        _record("q4", "Drelo Kam", ["x"], [0.0], source="embedded_namesake"),
+    ]
+    figures = summarize(greedy, [], entities, attempts=1, name_tokens={"q1": 4, "q2": 4, "q3": 12, "q4": 2})
+    assert figures["query_is_entity"] == 75.0
+    assert figures["query_is_entity_by_source"] == {
+        "embedded_1hop": {"questions": 1, "exact": 1},
+        "embedded_namesake": {"questions": 3, "exact": 2},
+    }
+    # Keys are the token counts as text, in numeric order.
+    assert list(figures["query_is_entity_by_name_tokens"].items()) == [
+        ("2", {"questions": 1, "exact": 1}),
+        ("4", {"questions": 2, "exact": 1}),
+        ("12", {"questions": 1, "exact": 1}),
+    ]
+    assert summarize(greedy, [], entities, attempts=1)["query_is_entity_by_name_tokens"] == {}

@@ -152,3 +152,18 @@ def test_stats_refuse_a_world_without_namesakes(worlds) -> None:
     corpus, _, test = worlds[0]
     with pytest.raises(ValueError, match="MR_SEARCH_WORLD=namesake"):
         namesake_stats.measure(test, {r["id"]: r for r in corpus}, _word_search(corpus))
+
+
+def test_the_person_names_are_the_worlds_people_and_each_groups_name_and_alias(worlds) -> None:
+    from mr_search_retrieval.embedded.namesake import namesake_person_names
+
+    corpus, train, test = worlds[1]
+    names = namesake_person_names(0)
+    assert len(names) == len(set(names)) == 900 + 2 * NamesakeConfig().groups
+    titles = {row["title"] for row in corpus}
+    assert set(names) <= titles, "every person has an article titled with the name"
+    retry = [q for q in train + test if q["relation"] == RETRY_RELATION]
+    for q in retry:
+        known, alias = (corpus[int(i)]["title"] for i in q["gold_doc_ids"])
+        assert known in names and alias in names
+    assert namesake_person_names(0, NamesakeConfig(groups=2))[:900] == names[:900]
