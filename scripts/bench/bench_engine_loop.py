@@ -14,6 +14,10 @@ One engine (vLLM, SGLang or the project's transformers rollout) is started in th
    slow as the loop, the loop's cost is that time between calls; if it is as fast as raw, the cost is on the
    engine's side of the calls (stop strings: the engine stops a request only after its front end saw the tag).
 
+4. **raw + stops** (attribution, engines whose stop strings wait for ``min_tokens``: vLLM): the plain replay with
+   the loop's stop strings, which cannot fire before the recorded length (``min_tokens`` = ``max_tokens``), so the
+   engine decodes and checks them as it does for the loop but samples the same tokens.
+
 The ratio (loop tokens/s over raw tokens/s) is what the loop, its tokenization and the retrieval calls cost
 (goal: >= 0.9). Prefix caching is off by default so both phases prefill the same tokens (``--prefix-caching``
 turns it on, with the cache reset between phases). ``--report a.json b.json ...`` prints the engines of
@@ -44,6 +48,8 @@ from verl.workers.rollout.replica import TokenOutput
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_adapters import ENGINES, Engine, make_engine
+
+from mr_search.agent.parsing import STOP_STRINGS
 
 logger = logging.getLogger("bench_engine_loop")
 SAMPLING = {"temperature": 1.0, "top_p": 1.0, "logprobs": True}  # the trainer's rollout sampling
@@ -116,10 +122,22 @@ async def loop_phase(make_loop: Any, rows: Sequence[Mapping[str, Any]], n: int, 
     )
 
 
-async def raw_phase(engine: Engine, chains: Mapping[str, Sequence[Call]], *, pauses: bool = False) -> Phase:
+def replay_params(sampled: int, *, stops: bool) -> dict[str, Any]:
+    """Sampling parameters that make the engine sample exactly ``sampled`` tokens; ``stops``: with the loop's stop
+    strings, held off until then by ``min_tokens`` (vLLM checks stop strings only past it)."""
+    params = {**SAMPLING, "max_tokens": sampled, "ignore_eos": True}
+    if stops:
+        params.update(stop=list(STOP_STRINGS), include_stop_str_in_output=True, min_tokens=sampled)
+    return params
+
+
+async def raw_phase(
+    engine: Engine, chains: Mapping[str, Sequence[Call]], *, pauses: bool = False, stops: bool = False
+) -> Phase:
     """Replays each meta-episode's calls in order (same prompts, same lengths), all meta-episodes at once;
-    ``pauses``: each call first waits as long as the loop did before it."""
+    ``pauses``: each call first waits as long as the loop did before it; ``stops``: see ``replay_params``."""
     sampled = 0
+    tag = "paused" if pauses else "stops" if stops else "raw"
 
     async def chain(key: str, calls: Sequence[Call]) -> None:
         nonlocal sampled
@@ -128,8 +146,8 @@ async def raw_phase(engine: Engine, chains: Mapping[str, Sequence[Call]], *, pau
                 await asyncio.sleep(call.pause_s)
             if call.sampled == 0:
                 continue
-            params = {**SAMPLING, "max_tokens": call.sampled, "ignore_eos": True}
-            request = f"{'paused' if pauses else 'raw'}-{key}-{i}"
+            params = replay_params(call.sampled, stops=stops)
+            request = f"{tag}-{key}-{i}"
             output = await engine.generate(request, prompt_ids=call.prompt_ids, sampling_params=params)
             sampled += len(output.token_ids)
 
@@ -164,11 +182,16 @@ async def measure(
         raw = await raw_phase(engine, chains)
         await engine.reset_prefix_cache()
         paused = await raw_phase(engine, chains, pauses=True)
-        for phase in (raw, paused):
+        stopped = None
+        if engine.stops_wait_for_min_tokens:
+            await engine.reset_prefix_cache()
+            stopped = await raw_phase(engine, chains, stops=True)
+        for phase in (raw, paused, *([stopped] if stopped else [])):
             if phase.tokens != loop.tokens:
                 raise RuntimeError(f"a replay sampled {phase.tokens} tokens, the loop {loop.tokens}: not the same work")
         ratio = loop.tokens_per_s / raw.tokens_per_s
         pause_s = statistics.fmean(sum(c.pause_s for c in calls) for calls in chains.values())
+        ratio_stops = loop.tokens_per_s / stopped.tokens_per_s if stopped else None
         results.append(
             {
                 "loop": dataclasses.asdict(loop),
@@ -177,6 +200,8 @@ async def measure(
                 "ratio": ratio,
                 "ratio_paused": loop.tokens_per_s / paused.tokens_per_s,
                 "pause_s_per_meta_episode": pause_s,
+                "raw_stops": dataclasses.asdict(stopped) if stopped else None,
+                "ratio_stops": ratio_stops,
             }
         )
         print(
@@ -186,7 +211,12 @@ async def measure(
             f"the engine, {loop.tools_s:.2f} s on searches and env tokens); raw replay {raw.seconds:.2f} s = "
             f"{raw.tokens_per_s:,.0f} tokens/s; RATIO loop/raw {ratio:.3f}; raw with the loop's pauses between "
             f"calls ({pause_s:.2f} s a meta-episode) {paused.seconds:.2f} s, "
-            f"loop/that {results[-1]['ratio_paused']:.3f}",
+            f"loop/that {results[-1]['ratio_paused']:.3f}"
+            + (
+                f"; raw with the loop's stop strings {stopped.seconds:.2f} s, loop/that {ratio_stops:.3f}"
+                if stopped
+                else ""
+            ),
             flush=True,
         )
     return {

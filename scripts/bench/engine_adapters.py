@@ -23,6 +23,7 @@ ENGINES = ("vllm", "sglang", "hf")
 
 class Engine(Protocol):
     name: str
+    stops_wait_for_min_tokens: bool  # stop strings are not checked before min_tokens (a replay can carry them)
 
     async def generate(
         self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any]
@@ -37,6 +38,7 @@ class VLLMEngine:
     """vLLM's ``AsyncLLM`` (v1 engine), token ids in and out."""
 
     name = "vllm"
+    stops_wait_for_min_tokens = True  # its detokenizer checks stop strings only past min_tokens
 
     def __init__(self, model: str, *, memory: float, max_model_len: int, prefix_caching: bool, eager: bool) -> None:
         os.environ.setdefault("VLLM_USE_FLASHINFER_SAMPLER", "0")
@@ -92,6 +94,7 @@ class SGLangEngine:
     """SGLang's in-process ``Engine`` with the backends that ran on these GPUs (triton attention, pytorch sampling)."""
 
     name = "sglang"
+    stops_wait_for_min_tokens = False  # Req.check_finished tests stop strings whatever min_new_tokens says
 
     def __init__(self, model: str, *, memory: float, max_model_len: int, prefix_caching: bool, eager: bool) -> None:
         import sglang
@@ -136,6 +139,7 @@ class HFEngine:
     """The project's transformers rollout (``mr_search.cpu.server.HFRolloutServer``), without Ray."""
 
     name = "hf"
+    stops_wait_for_min_tokens = False
 
     def __init__(self, model: str, *, memory: float, max_model_len: int, prefix_caching: bool, eager: bool) -> None:
         import torch

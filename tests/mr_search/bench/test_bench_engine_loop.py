@@ -44,6 +44,7 @@ class SpyEngine:
     def __init__(self, engine: Any) -> None:
         self.engine = engine
         self.name = engine.name
+        self.stops_wait_for_min_tokens = engine.stops_wait_for_min_tokens
         self.seen: list[tuple[str, list[int], dict[str, Any], int]] = []
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any]):
@@ -140,3 +141,32 @@ def test_report_prints_each_engine_against_the_first(tmp_path: Path, capsys: pyt
     other.write_text(json.dumps({**json.loads(Path(paths[1]).read_text()), "setting": "another"}))
     with pytest.raises(SystemExit, match="not comparable"):
         bench.report([paths[0], str(other)])
+
+
+class LengthEngine:
+    """Samples exactly max_tokens tokens, as vLLM does when min_tokens holds the stop strings off."""
+
+    name = "length"
+    stops_wait_for_min_tokens = True
+
+    def __init__(self) -> None:
+        self.params: list[dict[str, Any]] = []
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any]):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.params.append(dict(sampling_params))
+        return TokenOutput(token_ids=[7] * sampling_params["max_tokens"], log_probs=None, stop_reason="completed")
+
+
+def test_the_stop_string_replay_holds_the_loops_stops_off_until_the_recorded_length() -> None:
+    bench = _bench()
+    assert "stop" not in bench.replay_params(17, stops=False)
+    engine = LengthEngine()
+    chains = {"a": [bench.Call([1, 2], 3, 0.0), bench.Call([1, 2, 3], 0, 0.0)], "b": [bench.Call([4], 2, 0.0)]}
+    phase = asyncio.run(bench.raw_phase(engine, chains, stops=True))
+    assert phase.tokens == 5 and phase.calls == 3
+    # Each sampling call carries the loop's stop strings, held off until exactly the recorded length.
+    assert sorted(p["max_tokens"] for p in engine.params) == [2, 3]
+    assert all(p["min_tokens"] == p["max_tokens"] and p["ignore_eos"] for p in engine.params)
+    assert all(set(p["stop"]) == {"</search>", "</answer>"} for p in engine.params)
