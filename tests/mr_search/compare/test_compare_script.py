@@ -45,11 +45,22 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
 def test_the_namesake_world_gets_its_own_report_and_port(tmp_path: Path) -> None:
     result = run(tmp_path, WORLD="namesake", POLICY="small")
     assert result.returncode == 0, result.stderr
-    assert "world namesake, policy small" in result.stdout
+    assert "world namesake v2, policy small" in result.stdout
     assert f"report {ROOT}/reports/compare_namesake, retrieval http://127.0.0.1:8019" in result.stdout
     default = run(tmp_path)
     assert "world default, policy tiny" in default.stdout
     assert f"report {ROOT}/reports/compare_embedded, retrieval http://127.0.0.1:8000" in default.stdout
+
+
+def test_the_namesake_version_is_chosen_and_said(tmp_path: Path) -> None:
+    assert (
+        "world namesake v3, policy small"
+        in run(tmp_path, WORLD="namesake", POLICY="small", NAMESAKE_VERSION="3").stdout
+    )
+    # The variable the world reads is honoured too, and said, so a report never hides which version ran.
+    said = run(tmp_path, WORLD="namesake", MR_SEARCH_NAMESAKE_VERSION="3")
+    assert said.returncode == 0, said.stderr
+    assert "world namesake v3, policy tiny" in said.stdout
 
 
 @pytest.mark.parametrize(
@@ -68,6 +79,8 @@ def test_the_namesake_world_gets_its_own_report_and_port(tmp_path: Path) -> None
         ({"OUTCOME_FEEDBACK": "yes"}, "OUTCOME_FEEDBACK=yes is not valid; use 0 (paper) or 1"),
         ({"WORLD": "twins"}, "WORLD=twins is not valid; use default or namesake"),
         ({"POLICY": "huge"}, "POLICY=huge is not valid; use tiny or small"),
+        ({"WORLD": "namesake", "NAMESAKE_VERSION": "1"}, "NAMESAKE_VERSION=1 is not valid; use 2 or 3"),
+        ({"NAMESAKE_VERSION": "3"}, "NAMESAKE_VERSION=3 needs WORLD=namesake"),
     ],
 )
 def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:

@@ -77,6 +77,8 @@ def test_v3_names_are_recombined_from_words_of_training_questions(v2_v3) -> None
         assert not set(name.split()) & set(alias.split()), "N and its alias share no word"
     people = namesake_person_names(0, version=3)
     assert len(people) == len(set(people)), "no group's name or alias is anyone else's name"
+    # So whole-word name tokens (namesake recipe 4) on v3 add no word the default world's people lack.
+    assert {w for n in people for w in n.split()} == {w for n in people[:900] for w in n.split()}
     firsts, lasts = trained_name_words(build_facts(random.Random(0), WorldConfig()), base_train)
     assert {n.split()[0] for pair in v3 for n in pair} <= set(firsts)
     assert {n.split()[1] for pair in v3 for n in pair} <= set(lasts)
