@@ -14,7 +14,8 @@ SCRIPT = ROOT / "scripts" / "compare_embedded.sh"
 
 
 def run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "PYTHON": sys.executable, "DRY_RUN": "1", "MR_SEARCH_CACHE": str(tmp_path), **env}
+    inherited = {k: v for k, v in os.environ.items() if k != "MR_SEARCH_NAMESAKE_VERSION"}
+    full = {**inherited, "PYTHON": sys.executable, "DRY_RUN": "1", "MR_SEARCH_CACHE": str(tmp_path), **env}
     return subprocess.run(["bash", str(SCRIPT)], env=full, capture_output=True, text=True, timeout=60, check=False)
 
 
@@ -61,6 +62,10 @@ def test_the_namesake_version_is_chosen_and_said(tmp_path: Path) -> None:
     said = run(tmp_path, WORLD="namesake", MR_SEARCH_NAMESAKE_VERSION="3")
     assert said.returncode == 0, said.stderr
     assert "world namesake v3, policy tiny" in said.stdout
+    # It means nothing to the default world, which ignores it (NAMESAKE_VERSION itself is refused there, below).
+    default = run(tmp_path, MR_SEARCH_NAMESAKE_VERSION="3")
+    assert default.returncode == 0, default.stderr
+    assert "world default, policy tiny" in default.stdout
 
 
 @pytest.mark.parametrize(

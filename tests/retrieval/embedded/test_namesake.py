@@ -95,6 +95,7 @@ def test_bad_namesake_config_says_what_is_wrong() -> None:
 
 def test_the_variant_lives_in_its_own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("MR_SEARCH_CACHE", str(tmp_path))
+    monkeypatch.delenv("MR_SEARCH_NAMESAKE_VERSION", raising=False)  # version 2: worlds/namesake
     monkeypatch.delenv("MR_SEARCH_WORLD", raising=False)
     assert world_variant() == "default" and variant_cache_dir() == tmp_path
     default = ensure_world()
@@ -116,6 +117,7 @@ def test_the_indexes_follow_the_variant(monkeypatch: pytest.MonkeyPatch, tmp_pat
     from mr_search_retrieval.config import default_cache_dir
 
     monkeypatch.setenv("MR_SEARCH_CACHE", str(tmp_path))
+    monkeypatch.delenv("MR_SEARCH_NAMESAKE_VERSION", raising=False)  # version 2: worlds/namesake
     monkeypatch.setenv("MR_SEARCH_WORLD", "namesake")
     assert default_cache_dir() == tmp_path / "worlds" / "namesake"
     monkeypatch.delenv("MR_SEARCH_WORLD")
