@@ -42,7 +42,14 @@ WORK_DIR="${WORK_DIR:-}"                # empty: runs/compare/<date>
 WORLD="${WORLD:-default}"               # default | namesake: the embedded world (MR_SEARCH_WORLD; the namesake one
                                        # is cached under $MR_SEARCH_CACHE/worlds/namesake)
 POLICY="${POLICY:-tiny}"                # tiny | small: the tiny policy's shape the warm start trains
+NAMESAKE_VERSION="${NAMESAKE_VERSION:-}"  # WORLD=namesake only: 2 | 3, the namesake world's version (empty:
+                                       # $MR_SEARCH_NAMESAKE_VERSION, else 2; 3 is cached under worlds/namesake-v3)
 [[ "$WORLD" =~ ^(default|namesake)$ ]] || { echo "compare_embedded.sh: WORLD=$WORLD is not valid; use default or namesake" >&2; exit 1; }
+[[ -z "$NAMESAKE_VERSION" || "$WORLD" == namesake ]] \
+  || { echo "compare_embedded.sh: NAMESAKE_VERSION=$NAMESAKE_VERSION needs WORLD=namesake" >&2; exit 1; }
+[[ "$WORLD" != namesake ]] || NAMESAKE_VERSION="${NAMESAKE_VERSION:-${MR_SEARCH_NAMESAKE_VERSION:-2}}"
+[[ "$NAMESAKE_VERSION" =~ ^[23]?$ ]] \
+  || { echo "compare_embedded.sh: NAMESAKE_VERSION=$NAMESAKE_VERSION is not valid; use 2 or 3 (or leave it empty)" >&2; exit 1; }
 if [[ "$WORLD" == default ]]; then
   REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_embedded}"
   RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
@@ -52,6 +59,8 @@ else
   RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8019}"
 fi
 export MR_SEARCH_WORLD="$WORLD"
+if [[ -n "$NAMESAKE_VERSION" ]]; then export MR_SEARCH_NAMESAKE_VERSION="$NAMESAKE_VERSION"; else unset MR_SEARCH_NAMESAKE_VERSION; fi
+world_said="$WORLD${NAMESAKE_VERSION:+ v$NAMESAKE_VERSION}"
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 NOTE="${NOTE:-}"                        # one line for the report's history table
 WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
@@ -103,7 +112,7 @@ for ((i = 0; i < SEEDS; i++)); do seeds+=($((SEED_BASE + i))); done
 echo "compare_embedded.sh: seeds ${seeds[*]}; MR-Search K=$ATTEMPTS $STEPS steps, baseline K=1 from $BASELINE_STEPS steps;" \
   "batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, lr $LR; eval K_eval=$K_EVAL on $MAX_QUESTIONS questions per source" \
   "($MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode);" \
-  "outcome feedback $feedback_said; world $WORLD, policy $POLICY"
+  "outcome feedback $feedback_said; world $world_said, policy $POLICY"
 echo "  work folder $WORK_DIR, report $REPORT_DIR, retrieval $RETRIEVER_URL"
 [[ "$DRY_RUN" == 1 ]] && exit 0
 
@@ -144,6 +153,7 @@ else
 fi
 knobs=""  # the world and policy knobs, when not the defaults, lead the command in the report
 [[ "$WORLD" == default ]] || knobs+="WORLD=$WORLD "
+[[ "${NAMESAKE_VERSION:-2}" == 2 ]] || knobs+="NAMESAKE_VERSION=$NAMESAKE_VERSION "
 [[ "$POLICY" == tiny ]] || knobs+="POLICY=$POLICY "
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
 import json, sys
@@ -156,7 +166,7 @@ meta = {
     "learning rate": "$LR",
     "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE; $MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode; outcome feedback $feedback_said",
     "warm start": "$WARM",
-    "world": "$WORLD",
+    "world": "$world_said",
     "policy": "$POLICY",
     "work": "$WORK_DIR",
 }

@@ -30,6 +30,10 @@ questions per data source of the embedded world, and prints (as JSON):
 - ``query_is_entity_by_source`` and ``query_is_entity_by_name_tokens``: the name-copy accuracy (greedy first
   queries exactly the name) per data source, and by how many tokens of the policy's tokenizer the name is after a
   space (``{"questions": n, "exact": m}``): does copying fail on names of many pieces?
+- ``greedy_name_word_copies`` / ``sampled_...`` by data source: each word of the asked-about name, ``trained`` if it
+  occurs in some training question of the world, else ``untrained`` (``{"words": n, "copied": m}``), copied when
+  the first attempt's first query has it at the name's own place (the query's i-th word is the name's i-th word, case
+  aside): can the policy write a name word it practised, one it did not?
 
 Without ``--url`` the embedded dense index is searched in-process (the same index ``retrieval_launch.sh``
 serves), so no service is needed.
@@ -104,6 +108,28 @@ def exact_copies(
     return {k: out[k] for k in sorted(out, key=lambda k: (len(k), k))}
 
 
+def name_word_copies(
+    records: Sequence[Mapping[str, Any]], entities: Mapping[str, str], trained_words: set[str]
+) -> dict[str, dict[str, dict[str, int]]]:
+    """``{data source: {"trained" | "untrained": {"words": n, "copied": m}}}``: of the ``n`` words of the asked-about
+    names (``entities``: uid -> name) that occur (``trained``) or not in ``trained_words`` (lower case), ``m`` are at
+    the name's own place in the first attempt's first query (its i-th word is the name's i-th, case aside)."""
+    out: dict[str, dict[str, dict[str, int]]] = {}
+    for record in records:
+        name = entities.get(str(record["uid"]))
+        if not name:
+            continue
+        query = (_first_query(record) or "").lower().split()
+        per_source = out.setdefault(str(record["data_source"]), {})
+        for i, word in enumerate(name.lower().split()):
+            counts = per_source.setdefault(
+                "trained" if word in trained_words else "untrained", {"words": 0, "copied": 0}
+            )
+            counts["words"] += 1
+            counts["copied"] += len(query) > i and query[i] == word
+    return {source: dict(sorted(out[source].items())) for source in sorted(out)}
+
+
 def summarize(
     greedy: Sequence[Mapping[str, Any]],
     sampled: Sequence[Mapping[str, Any]],
@@ -111,10 +137,12 @@ def summarize(
     attempts: int,
     second_hops: Mapping[str, str] | None = None,
     name_tokens: Mapping[str, int] | None = None,
+    trained_words: set[str] | None = None,
 ) -> dict[str, Any]:
     """The probe's figures from trajectory records (``entities``: question uid -> asked-about entity name;
     ``second_hops``: question uid -> its second gold passage's title, for questions that have one;
-    ``name_tokens``: question uid -> tokens of the entity's name after a space in the policy's tokenizer)."""
+    ``name_tokens``: question uid -> tokens of the entity's name after a space in the policy's tokenizer;
+    ``trained_words``: the words, lower case, of the world's training questions)."""
 
     def em_at(records: Sequence[Mapping[str, Any]]) -> list[float]:
         out = []
@@ -168,6 +196,8 @@ def summarize(
         "mixed_groups": round(100.0 * mixed / max(1, len(groups)), 1) if groups else None,
         "greedy_second_hop_searched": second_hop_searched(greedy, second_hops or {}),
         "sampled_second_hop_searched": second_hop_searched(sampled, second_hops or {}) if sampled else None,
+        "greedy_name_word_copies": name_word_copies(greedy, entities, trained_words or set()),
+        "sampled_name_word_copies": name_word_copies(sampled, entities, trained_words or set()) if sampled else None,
     }
 
 
@@ -304,7 +334,7 @@ def probe(
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     name_tokens = {uid: len(tokenizer.encode(f" {name}", add_special_tokens=False)) for uid, name in entities.items()}
-    return summarize(greedy, sampled, entities, attempts, second_hops, name_tokens), greedy
+    return summarize(greedy, sampled, entities, attempts, second_hops, name_tokens, _trained_words()), greedy
 
 
 def _titles() -> dict[str, str]:
@@ -312,6 +342,16 @@ def _titles() -> dict[str, str]:
 
     with open(ensure_world().corpus, encoding="utf-8") as handle:
         return {str(doc["id"]): str(doc["title"]) for doc in map(json.loads, handle) if doc}
+
+
+def _trained_words() -> set[str]:
+    """The words (lower case, letters and digits) of the world's training questions."""
+    import re
+
+    from mr_search_retrieval.embedded.world import ensure_world
+
+    with open(ensure_world().train, encoding="utf-8") as handle:
+        return {w for row in map(json.loads, handle) if row for w in re.findall(r"\w+", str(row["question"]).lower())}
 
 
 def main() -> None:

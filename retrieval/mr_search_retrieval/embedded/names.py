@@ -55,6 +55,10 @@ class NameGenerator:
         """Marks ``names`` as taken (a world built on top of another draws no name twice)."""
         self._used.update(name.lower() for name in names)
 
+    def claim(self, name: str) -> bool:
+        """Marks ``name`` as taken; False (and nothing changes) if it already was (case aside)."""
+        return self._claim(name)
+
     def _claim(self, name: str) -> bool:
         key = name.lower()
         if key in self._used:

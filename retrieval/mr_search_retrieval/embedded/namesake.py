@@ -22,6 +22,14 @@ DESIGN
   answer C1, N's article only) has the same shape and is answered by the first search: retrying it only risks
   breaking a right answer, so a policy that retries must read which case it is in.
 * Split: the questions about 10% of the groups are held out (the same 10% share as the default world's).
+* Names (the version, ``$MR_SEARCH_NAMESAKE_VERSION``, ``variant.namesake_version``): version 2 draws each N and L
+  fresh from the syllable inventory, so most of their words occur in no training question, and the small policy
+  copies such a word seldom (reports/compare_namesake/investigation.md). Version 3 (opt-in, its own cache root)
+  recombines them: the first word from the first names, the last from the surnames, of the default world's people
+  named in its training questions; N and L share no word and no full name is anyone else's. Every name word is then
+  one the policy practises copying, and a held-out group's name is still a new combination. Everything else
+  (professions, cities, passages, questions, split, the default world kept first) is version 2's: the groups are
+  drawn as in version 2, then renamed from a generator of their own, ``random.Random("namesake-names-<seed>")``.
 * ``python -m mr_search_retrieval.embedded.namesake_stats`` measures (in-process or through a service) the share of
   namesake questions whose natural query misses the gold passage and its rank for the natural and the reformulated
   query.
@@ -32,19 +40,24 @@ DESIGN
 from __future__ import annotations
 
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from mr_search_retrieval.embedded.facts import PROFESSIONS, City, FactGraph, WorldConfig, build_facts
 from mr_search_retrieval.embedded.names import NameGenerator
+from mr_search_retrieval.embedded.variant import DEFAULT_NAMESAKE_VERSION, NAMESAKE_VERSIONS, namesake_version
 from mr_search_retrieval.embedded.world import DEFAULT_SEED, WORLD_VERSION, WorldPaths, build_world, write_rows
 
 VARIANT: Final = "namesake"
-# Bump when this generator changes: cached namesake worlds of another version are rebuilt.
+# A new version when this generator changes: a cached world of a version no longer built (1) is rebuilt; each
+# buildable one (variant.NAMESAKE_VERSIONS) has its own cache root and is never replaced by another.
 # 2: no distractor passages for the namesake groups (v1: 80%): the dense index ranked "Travels of N" above N's own
 #    article for the bare name, so the hasty answer was the distractor's city, not the namesake's the article gives.
-NAMESAKE_VERSION: Final = 2
+# 3 (opt-in, $MR_SEARCH_NAMESAKE_VERSION=3; variant.NAMESAKE_VERSIONS): N and L recombined from the words of the
+#    people named in the default world's training questions (RECOMBINED_NAMES_VERSION).
+NAMESAKE_VERSION: Final = DEFAULT_NAMESAKE_VERSION  # built when $MR_SEARCH_NAMESAKE_VERSION names none
+RECOMBINED_NAMES_VERSION: Final = 3
 RETRY_SOURCE: Final = "embedded_namesake"
 CONTROL_SOURCE: Final = "embedded_namesake_control"
 RETRY_RELATION: Final = "namesake_birthplace"
@@ -80,13 +93,53 @@ class NamesakeGroup:
     alias: str  # L: the title of B's article
 
 
-def namesake_meta(config: NamesakeConfig | None = None) -> dict[str, Any]:
-    """What ``meta.json`` records about the variant (a cached world whose record differs is rebuilt)."""
-    return {"variant": VARIANT, "namesake_version": NAMESAKE_VERSION, "namesake": asdict(config or NamesakeConfig())}
+def _version(version: int | None) -> int:
+    """``version``, or ``$MR_SEARCH_NAMESAKE_VERSION``'s when None; one that cannot be built raises."""
+    version = namesake_version() if version is None else version
+    if version not in NAMESAKE_VERSIONS:
+        raise ValueError(f"namesake world version {version!r}: use one of {', '.join(map(str, NAMESAKE_VERSIONS))}")
+    return version
+
+
+def namesake_meta(config: NamesakeConfig | None = None, version: int | None = None) -> dict[str, Any]:
+    """What ``meta.json`` records about the variant (a cached world whose record differs is rebuilt); ``version``
+    default: ``$MR_SEARCH_NAMESAKE_VERSION`` (``variant.namesake_version``)."""
+    return {"variant": VARIANT, "namesake_version": _version(version), "namesake": asdict(config or NamesakeConfig())}
 
 
 def _article(word: str) -> str:
     return "an" if word[0] in "aeiou" else "a"
+
+
+class RecombinedNames:
+    """Version 3's person names: a first name from ``firsts`` and a surname from ``lasts`` (each list drawn from
+    uniformly), unique across every name ``names`` has claimed; ``person(avoid)`` shares no word with ``avoid``."""
+
+    def __init__(self, rng: random.Random, names: NameGenerator, firsts: list[str], lasts: list[str]) -> None:
+        if not firsts or not lasts:
+            raise ValueError("RecombinedNames: no first names or surnames to recombine; the world has no people")
+        self._rng, self._names, self._firsts, self._lasts = rng, names, firsts, lasts
+
+    def person(self, avoid: str = "") -> str:
+        taken = set(avoid.lower().split())
+        for _ in range(10_000):
+            first, last = self._rng.choice(self._firsts), self._rng.choice(self._lasts)
+            if {first.lower(), last.lower()} & taken or first.lower() == last.lower():
+                continue
+            name = f"{first} {last}"
+            if self._names.claim(name):
+                return name
+        raise RuntimeError("RecombinedNames: no unused combination left; lower NamesakeConfig.groups")
+
+
+def trained_name_words(graph: FactGraph, train: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """``(first names, surnames)``, each once in the order of ``graph.people``, of the people whose full name occurs
+    in a question of ``train`` (the default world's training questions)."""
+    text = "\n".join(str(q["question"]) for q in train)
+    people = [p.name for p in graph.people if p.name in text]
+    firsts = list(dict.fromkeys(name.split()[0] for name in people))
+    lasts = list(dict.fromkeys(name.split()[-1] for name in people))
+    return firsts, lasts
 
 
 def _groups(rng: random.Random, names: NameGenerator, cities: list[City], count: int) -> list[NamesakeGroup]:
@@ -96,6 +149,15 @@ def _groups(rng: random.Random, names: NameGenerator, cities: list[City], count:
         c1 = rng.choice(cities)
         c2 = rng.choice([c for c in cities if c.country != c1.country])
         out.append(NamesakeGroup(names.person(), known, c1.name, other, c2.name, names.person()))
+    return out
+
+
+def _recombine(groups: list[NamesakeGroup], names: RecombinedNames) -> list[NamesakeGroup]:
+    """``groups`` with each N and L replaced by a recombined name (version 3): all else as drawn."""
+    out = []
+    for group in groups:
+        name = names.person()
+        out.append(replace(group, name=name, alias=names.person(avoid=name)))
     return out
 
 
@@ -124,7 +186,7 @@ class _Draws:
     groups: list[NamesakeGroup]
 
 
-def _draw(seed: int, config: NamesakeConfig) -> _Draws:
+def _draw(seed: int, config: NamesakeConfig, version: int) -> _Draws:
     base_corpus, base_train, base_test = build_world(seed, WorldConfig())
     graph = build_facts(random.Random(seed), WorldConfig())  # the same draws build_world starts with
     rng = random.Random(f"{VARIANT}-{seed}")
@@ -138,22 +200,32 @@ def _draw(seed: int, config: NamesakeConfig) -> _Draws:
         + [c.name for c in graph.companies]
     )
     groups = _groups(rng, names, graph.cities, config.groups)
+    if version >= RECOMBINED_NAMES_VERSION:
+        # Version 2's draws, then new names from a generator of their own: every other draw stays version 2's.
+        recombined = RecombinedNames(
+            random.Random(f"{VARIANT}-names-{seed}"), names, *trained_name_words(graph, base_train)
+        )
+        groups = _recombine(groups, recombined)
     return _Draws((base_corpus, base_train, base_test), graph, rng, groups)
 
 
-def namesake_person_names(seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None) -> list[str]:
-    """Every person's name in the namesake world for ``seed``: the default world's people (twins included), then
-    each group's shared name N and alias L, in the order drawn (pure; writes nothing)."""
-    draws = _draw(seed, config or NamesakeConfig())
+def namesake_person_names(
+    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None, version: int | None = None
+) -> list[str]:
+    """Every person's name in the namesake world for ``seed`` and ``version`` (default:
+    ``$MR_SEARCH_NAMESAKE_VERSION``): the default world's people (twins included), then each group's shared name N
+    and alias L, in the order drawn (pure; writes nothing)."""
+    draws = _draw(seed, config or NamesakeConfig(), _version(version))
     return [p.name for p in draws.graph.people] + [name for g in draws.groups for name in (g.name, g.alias)]
 
 
 def build_namesake_world(
-    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None
+    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None, version: int | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Returns ``(corpus, train, test)`` rows of the namesake world for ``seed`` (pure; writes nothing)."""
+    """Returns ``(corpus, train, test)`` rows of the namesake world for ``seed`` and ``version`` (default:
+    ``$MR_SEARCH_NAMESAKE_VERSION``, else 2) (pure; writes nothing)."""
     config = config or NamesakeConfig()
-    draws = _draw(seed, config)
+    draws = _draw(seed, config, _version(version))
     (base_corpus, base_train, base_test), graph, rng, groups = draws.base, draws.graph, draws.rng, draws.groups
 
     # (title, text) of every passage: the default world's first (their old ids are their positions here).
@@ -222,10 +294,12 @@ def _row(split: str, index: int, q: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_namesake_world(
-    out_dir: Path | str, *, seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None
+    out_dir: Path | str, *, seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None, version: int | None = None
 ) -> WorldPaths:
-    """Builds the namesake world for ``seed`` and writes it (``world.write_rows``) to ``out_dir``."""
+    """Builds the namesake world for ``seed`` and ``version`` (default: ``$MR_SEARCH_NAMESAKE_VERSION``) and writes it
+    (``world.write_rows``) to ``out_dir``."""
     config = config or NamesakeConfig()
-    corpus, train, test = build_namesake_world(seed, config)
-    meta = {"version": WORLD_VERSION, "seed": seed, "config": asdict(WorldConfig()), **namesake_meta(config)}
+    version = _version(version)
+    corpus, train, test = build_namesake_world(seed, config, version)
+    meta = {"version": WORLD_VERSION, "seed": seed, "config": asdict(WorldConfig()), **namesake_meta(config, version)}
     return write_rows(out_dir, corpus, train, test, meta)

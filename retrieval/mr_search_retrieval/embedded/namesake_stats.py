@@ -10,9 +10,10 @@ records the rank (1-based; ``None`` beyond ``--depth``) of the passage that hold
 - ``question``: the whole question text;
 - ``reformulated``: the name the first passage gives instead (the alias L; for a control question, N itself).
 
-and prints, per relation, the share (%) of questions whose answer passage is in the top ``--topk`` (``hit``) and
-its median rank for each query, and ``miss_then_fixed``: the share whose natural query misses (not in the top k)
-and whose reformulated query ranks it first; with ``--json`` the per-question ranks too.
+and prints, per relation, the share (%) of questions whose answer passage is in the top ``--topk`` (``hit@k``) and
+first (``hit@1``), and its median rank, for each query, and ``miss_then_fixed``: the share whose natural query
+misses (not in the top k) and whose reformulated query ranks it first; with ``--json`` the per-question ranks too.
+``MR_SEARCH_NAMESAKE_VERSION`` picks the world's version (``namesake.py``).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ def measure(
         for name in QUERIES:
             ranks = [p["ranks"][name] for p in group]
             row[f"{name}_hit@{topk}"] = round(100.0 * sum(r is not None and r <= topk for r in ranks) / len(group), 1)
+            row[f"{name}_hit@1"] = round(100.0 * sum(r == 1 for r in ranks) / len(group), 1)
             # Ranks beyond the depth count as depth + 1 for the median.
             row[f"{name}_median_rank"] = statistics.median(r if r is not None else depth + 1 for r in ranks)
         fixed = [

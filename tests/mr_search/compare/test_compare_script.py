@@ -14,7 +14,8 @@ SCRIPT = ROOT / "scripts" / "compare_embedded.sh"
 
 
 def run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    full = {**os.environ, "PYTHON": sys.executable, "DRY_RUN": "1", "MR_SEARCH_CACHE": str(tmp_path), **env}
+    inherited = {k: v for k, v in os.environ.items() if k != "MR_SEARCH_NAMESAKE_VERSION"}
+    full = {**inherited, "PYTHON": sys.executable, "DRY_RUN": "1", "MR_SEARCH_CACHE": str(tmp_path), **env}
     return subprocess.run(["bash", str(SCRIPT)], env=full, capture_output=True, text=True, timeout=60, check=False)
 
 
@@ -45,11 +46,26 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
 def test_the_namesake_world_gets_its_own_report_and_port(tmp_path: Path) -> None:
     result = run(tmp_path, WORLD="namesake", POLICY="small")
     assert result.returncode == 0, result.stderr
-    assert "world namesake, policy small" in result.stdout
+    assert "world namesake v2, policy small" in result.stdout
     assert f"report {ROOT}/reports/compare_namesake, retrieval http://127.0.0.1:8019" in result.stdout
     default = run(tmp_path)
     assert "world default, policy tiny" in default.stdout
     assert f"report {ROOT}/reports/compare_embedded, retrieval http://127.0.0.1:8000" in default.stdout
+
+
+def test_the_namesake_version_is_chosen_and_said(tmp_path: Path) -> None:
+    assert (
+        "world namesake v3, policy small"
+        in run(tmp_path, WORLD="namesake", POLICY="small", NAMESAKE_VERSION="3").stdout
+    )
+    # The variable the world reads is honoured too, and said, so a report never hides which version ran.
+    said = run(tmp_path, WORLD="namesake", MR_SEARCH_NAMESAKE_VERSION="3")
+    assert said.returncode == 0, said.stderr
+    assert "world namesake v3, policy tiny" in said.stdout
+    # It means nothing to the default world, which ignores it (NAMESAKE_VERSION itself is refused there, below).
+    default = run(tmp_path, MR_SEARCH_NAMESAKE_VERSION="3")
+    assert default.returncode == 0, default.stderr
+    assert "world default, policy tiny" in default.stdout
 
 
 @pytest.mark.parametrize(
@@ -68,6 +84,8 @@ def test_the_namesake_world_gets_its_own_report_and_port(tmp_path: Path) -> None
         ({"OUTCOME_FEEDBACK": "yes"}, "OUTCOME_FEEDBACK=yes is not valid; use 0 (paper) or 1"),
         ({"WORLD": "twins"}, "WORLD=twins is not valid; use default or namesake"),
         ({"POLICY": "huge"}, "POLICY=huge is not valid; use tiny or small"),
+        ({"WORLD": "namesake", "NAMESAKE_VERSION": "1"}, "NAMESAKE_VERSION=1 is not valid; use 2 or 3"),
+        ({"NAMESAKE_VERSION": "3"}, "NAMESAKE_VERSION=3 needs WORLD=namesake"),
     ],
 )
 def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:

@@ -173,3 +173,22 @@ def test_name_copy_accuracy_is_counted_per_source_and_by_the_names_token_count()
         ("12", {"questions": 1, "exact": 1}),
     ]
     assert summarize(greedy, [], entities, attempts=1)["query_is_entity_by_name_tokens"] == {}
+
+
+def test_name_words_are_counted_copied_at_their_place_by_whether_training_questions_have_them():
+    entities = {"q1": "Aldo Venn", "q2": "Vupas Zi", "q3": "Sigel Tokul"}
+    greedy = [
+        _record("q1", "aldo venn", ["x"], [0.0]),  # both words, case aside
+        _record("q2", "Vupas Kam", ["x"], [0.0], source="embedded_namesake"),  # the first word only
+        _record("q3", "the Sigel Tokul", ["x"], [0.0], source="embedded_namesake"),  # shifted: neither at its place
+    ]
+    trained = {"aldo", "venn", "vupas", "sigel"}
+    figures = summarize(greedy, greedy[1:], entities, attempts=1, trained_words=trained)
+    assert figures["greedy_name_word_copies"] == {
+        "embedded_1hop": {"trained": {"words": 2, "copied": 2}},
+        "embedded_namesake": {"trained": {"words": 2, "copied": 1}, "untrained": {"words": 2, "copied": 0}},
+    }
+    assert figures["sampled_name_word_copies"] == {
+        "embedded_namesake": {"trained": {"words": 2, "copied": 1}, "untrained": {"words": 2, "copied": 0}}
+    }
+    assert summarize(greedy, [], entities, attempts=1)["sampled_name_word_copies"] is None

@@ -22,13 +22,19 @@ from mr_search_retrieval.embedded.variant import variant_cache_dir, world_varian
 from mr_search_retrieval.embedded.world import build_world, ensure_world
 
 
+@pytest.fixture(scope="module", params=[2, 3], ids=["v2", "v3"])
+def version(request) -> int:
+    """Each version of the namesake world that can be built: every test that takes ``worlds`` holds for both."""
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def worlds() -> tuple[tuple[list, list, list], tuple[list, list, list]]:
-    return build_world(0), build_namesake_world(0)
+def worlds(version: int) -> tuple[tuple[list, list, list], tuple[list, list, list]]:
+    return build_world(0), build_namesake_world(0, version=version)
 
 
-def test_two_builds_are_identical(worlds) -> None:
-    assert build_namesake_world(0) == worlds[1]
+def test_two_builds_are_identical(worlds, version: int) -> None:
+    assert build_namesake_world(0, version=version) == worlds[1]
 
 
 def test_the_default_worlds_questions_are_kept_as_the_control(worlds) -> None:
@@ -89,6 +95,7 @@ def test_bad_namesake_config_says_what_is_wrong() -> None:
 
 def test_the_variant_lives_in_its_own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("MR_SEARCH_CACHE", str(tmp_path))
+    monkeypatch.delenv("MR_SEARCH_NAMESAKE_VERSION", raising=False)  # version 2: worlds/namesake
     monkeypatch.delenv("MR_SEARCH_WORLD", raising=False)
     assert world_variant() == "default" and variant_cache_dir() == tmp_path
     default = ensure_world()
@@ -110,6 +117,7 @@ def test_the_indexes_follow_the_variant(monkeypatch: pytest.MonkeyPatch, tmp_pat
     from mr_search_retrieval.config import default_cache_dir
 
     monkeypatch.setenv("MR_SEARCH_CACHE", str(tmp_path))
+    monkeypatch.delenv("MR_SEARCH_NAMESAKE_VERSION", raising=False)  # version 2: worlds/namesake
     monkeypatch.setenv("MR_SEARCH_WORLD", "namesake")
     assert default_cache_dir() == tmp_path / "worlds" / "namesake"
     monkeypatch.delenv("MR_SEARCH_WORLD")
@@ -154,11 +162,11 @@ def test_stats_refuse_a_world_without_namesakes(worlds) -> None:
         namesake_stats.measure(test, {r["id"]: r for r in corpus}, _word_search(corpus))
 
 
-def test_the_person_names_are_the_worlds_people_and_each_groups_name_and_alias(worlds) -> None:
+def test_the_person_names_are_the_worlds_people_and_each_groups_name_and_alias(worlds, version: int) -> None:
     from mr_search_retrieval.embedded.namesake import namesake_person_names
 
     corpus, train, test = worlds[1]
-    names = namesake_person_names(0)
+    names = namesake_person_names(0, version=version)
     assert len(names) == len(set(names)) == 900 + 2 * NamesakeConfig().groups
     titles = {row["title"] for row in corpus}
     assert set(names) <= titles, "every person has an article titled with the name"
@@ -166,4 +174,4 @@ def test_the_person_names_are_the_worlds_people_and_each_groups_name_and_alias(w
     for q in retry:
         known, alias = (corpus[int(i)]["title"] for i in q["gold_doc_ids"])
         assert known in names and alias in names
-    assert namesake_person_names(0, NamesakeConfig(groups=2))[:900] == names[:900]
+    assert namesake_person_names(0, NamesakeConfig(groups=2), version=version)[:900] == names[:900]
