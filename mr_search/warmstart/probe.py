@@ -30,6 +30,12 @@ questions per data source of the embedded world, and prints (as JSON):
 - ``query_is_entity_by_source`` and ``query_is_entity_by_name_tokens``: the name-copy accuracy (greedy first
   queries exactly the name) per data source, and by how many tokens of the policy's tokenizer the name is after a
   space (``{"questions": n, "exact": m}``): does copying fail on names of many pieces?
+- ``greedy_namesake_thoughts`` / ``sampled_...`` by data source (namesake world; questions that say "the <profession>
+  <name>"): of the attempts whose searches brought the name's article back (``after_article``; ``first_attempts``
+  of them attempt 1), the thought of the model turn right after it says ``better_known`` ("better known as") or
+  ``born_in`` ("was born in"), names the question's own profession (``profession_copied``: "The <profession>" as the
+  question has it), the name (``name_copied``), the alias (``alias_named``), and the turn searches the alias
+  (``alias_searched``); ``professions``: the profession words those thoughts wrote, counted;
 - ``greedy_name_word_copies`` / ``sampled_...`` by data source: each word of the asked-about name, ``trained`` if it
   occurs in some training question of the world, else ``untrained`` (``{"words": n, "copied": m}``), copied when
   the first attempt's first query has it at the name's own place (the query's i-th word is the name's i-th word, case
@@ -196,9 +202,81 @@ def summarize(
         "mixed_groups": round(100.0 * mixed / max(1, len(groups)), 1) if groups else None,
         "greedy_second_hop_searched": second_hop_searched(greedy, second_hops or {}),
         "sampled_second_hop_searched": second_hop_searched(sampled, second_hops or {}) if sampled else None,
+        "greedy_namesake_thoughts": namesake_thoughts(greedy, entities, second_hops or {}),
+        "sampled_namesake_thoughts": namesake_thoughts(sampled, entities, second_hops or {}) if sampled else None,
         "greedy_name_word_copies": name_word_copies(greedy, entities, trained_words or set()),
         "sampled_name_word_copies": name_word_copies(sampled, entities, trained_words or set()) if sampled else None,
     }
+
+
+def namesake_thoughts(
+    records: Sequence[Mapping[str, Any]], entities: Mapping[str, str], second_hops: Mapping[str, str]
+) -> dict[str, dict[str, Any]]:
+    """Per data source, what the thought right after the name's article says (see the module docstring), over the
+    attempts of the meta-episodes whose question says "the <profession> <name>" (the name: ``entities[uid]``; the
+    alias: ``second_hops[uid]``, for namesake questions)."""
+    import re
+
+    from mr_search.warmstart.decision import question_profession
+
+    out: dict[str, dict[str, Any]] = {}
+    for record in records:
+        name = entities.get(str(record["uid"]))
+        if not name:
+            continue
+        try:
+            profession = question_profession(str(record.get("question", "")), name)
+        except ValueError:
+            continue
+        alias = second_hops.get(str(record["uid"]))
+        counts = out.setdefault(
+            str(record["data_source"]),
+            {
+                key: 0
+                for key in (
+                    "after_article",
+                    "first_attempts",
+                    "better_known",
+                    "born_in",
+                    "profession_copied",
+                    "name_copied",
+                    "alias_named",
+                    "alias_searched",
+                )
+            }
+            | {"professions": {}},
+        )
+        titles = (f'(Title: "{name}")', f"(Title: {name})")
+        for attempt in record["attempts"]:
+            turns = attempt["turns"]
+            seen = next(
+                (i for i, t in enumerate(turns) if t["role"] == "tool" and any(x in t["content"] for x in titles)), None
+            )
+            following = (
+                next((t for t in turns[seen + 1 :] if t["role"] == "assistant"), None) if seen is not None else None
+            )
+            if following is None:
+                continue
+            text = str(following["content"])
+            found = re.search(r"<think>(.*?)</think>", text, flags=re.DOTALL)
+            thought = found.group(1) if found else text
+            counts["after_article"] += 1
+            counts["first_attempts"] += attempt["index"] == 0
+            counts["better_known"] += "better known as" in thought
+            counts["born_in"] += "was born in" in thought
+            written = re.search(r"\bThe (\w+) ", thought)
+            if written:
+                word = written.group(1).lower()
+                counts["professions"][word] = counts["professions"].get(word, 0) + 1
+                counts["profession_copied"] += word == profession
+            counts["name_copied"] += name.lower() in thought.lower()
+            if alias:
+                counts["alias_named"] += alias.lower() in thought.lower()
+                queries = [q.strip().lower() for q in re.findall(r"<search>(.*?)</search>", text, flags=re.DOTALL)]
+                counts["alias_searched"] += alias.strip().lower() in queries
+    for counts in out.values():
+        counts["professions"] = dict(sorted(counts["professions"].items(), key=lambda item: (-item[1], item[0])))
+    return {source: out[source] for source in sorted(out)}
 
 
 def second_hop_searched(records: Sequence[Mapping[str, Any]], second_hops: Mapping[str, str]) -> dict[str, Any]:

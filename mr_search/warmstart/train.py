@@ -16,6 +16,7 @@ from pathlib import Path
 from mr_search.agent.tokens import EnvEncoder
 from mr_search.tiny_model import cache_root, ensure_tiny_model
 from mr_search.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
+from mr_search.warmstart.decision import decision_transcripts
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import Encoded, encode_all
 from mr_search.warmstart.threads import ThreadTuner, TunerConfig, default_candidates
@@ -106,6 +107,10 @@ class WarmStartConfig:
         window_length: tokens in a window.
         window_batch_size: windows per step.
         window_anchor_share: share of windows that start at the question.
+        decision_steps: optimizer steps of the namesake world's decision stage (0: none; recipe 5), after the window
+            stage: ``decision_batch_size`` windows a step, each a namesake or control question ending right after
+            the thought that follows N's article (``decision.py``).
+        decision_batch_size: decision windows per step.
         steps: optimizer steps on whole transcripts.
         batch_size: transcripts per step (batches group transcripts of similar length).
         lr: peak learning rate (AdamW, linear warm-up, constant, then linear decay to 10% over the last 20%).
@@ -125,6 +130,8 @@ class WarmStartConfig:
     window_length: int = 128
     window_batch_size: int = 24
     window_anchor_share: float = 0.5
+    decision_steps: int = 0
+    decision_batch_size: int = 24
     steps: int = 200
     batch_size: int = 16
     lr: float = 6e-3
@@ -137,11 +144,14 @@ class WarmStartConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("num_transcripts", "steps", "batch_size", "max_length", "window_batch_size"):
+        positive = ("num_transcripts", "steps", "batch_size", "max_length", "window_batch_size", "decision_batch_size")
+        for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"WarmStartConfig.{name}={getattr(self, name)}: use a positive integer")
         if self.window_steps < 0:
             raise ValueError(f"WarmStartConfig.window_steps={self.window_steps}: use 0 (no window stage) or more")
+        if self.decision_steps < 0:
+            raise ValueError(f"WarmStartConfig.decision_steps={self.decision_steps}: use 0 (no decision stage) or more")
         if not 0.0 <= self.window_anchor_share <= 1.0:
             raise ValueError(f"WarmStartConfig.window_anchor_share={self.window_anchor_share}: use a share in [0, 1]")
         if self.window_length < 2:
@@ -156,13 +166,14 @@ class WarmStartConfig:
             raise ValueError(f"WarmStartConfig.lr={self.lr}: use a learning rate in (0, 1)")
         if not 0 <= self.warmup_steps <= self.total_steps:
             raise ValueError(
-                f"WarmStartConfig.warmup_steps={self.warmup_steps}: use a value in [0, window_steps + steps]"
+                f"WarmStartConfig.warmup_steps={self.warmup_steps}: use a value in [0, window_steps + decision_steps "
+                "+ steps]"
             )
 
     @property
     def total_steps(self) -> int:
-        """Optimizer steps in all: the window stage, then whole transcripts."""
-        return self.window_steps + self.steps
+        """Optimizer steps in all: the window stage, the decision stage, then whole transcripts."""
+        return self.window_steps + self.decision_steps + self.steps
 
     def key(self) -> str:
         fields = asdict(self)
@@ -170,6 +181,8 @@ class WarmStartConfig:
             del fields["transcripts"]["outcome_feedback"]  # the option came later: builds without it keep their key
         if not self.transcripts.namesake_copy:
             del fields["transcripts"]["namesake_copy"]  # likewise (the namesake world's recipe v2 keeps its key)
+        if not self.decision_steps:
+            del fields["decision_steps"], fields["decision_batch_size"]  # likewise (every build before recipe 5)
         payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
@@ -177,16 +190,24 @@ class WarmStartConfig:
 # The namesake world's warm-start recipe. 1: the default's; 2: NAMESAKE_SINGLE_ATTEMPT_SHARE; 3: namesake_copy (the
 # thought after the name's article repeats the sentence naming the question's profession); 4: recipe 3's transcripts
 # on a policy whose tokenizer has every word of a person's name as one token (``policy_config``,
-# ``TinyModelConfig.name_tokens``). A recipe is its config: each keeps its cache key
-# (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the first compare used).
-NAMESAKE_RECIPES = 4
+# ``TinyModelConfig.name_tokens``); 5: recipe 3 (plain tokenizer) with a decision stage (``decision_steps``: short
+# windows ending at the thought after N's article, namesake and control questions balanced; ``decision.py``). A recipe
+# is its config: each keeps its cache key (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the
+# first compare used).
+NAMESAKE_RECIPES = 5
 # The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
 # policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
-# 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``).
+# 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
+# 5 is opt-in too.
 NAMESAKE_RECIPE = 3
 
-# The first namesake recipe whose base policy has whole-word name tokens.
+# The namesake recipe whose base policy has whole-word name tokens (the only one).
 NAMESAKE_NAME_TOKENS_RECIPE = 4
+
+# The recipe with the decision stage, and its size: 420 steps x 24 = 10,080 windows (the brief's ~10,000), on top of
+# recipe 3's 700 steps.
+NAMESAKE_DECISION_RECIPE = 5
+NAMESAKE_DECISION_STEPS = 420
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
 # alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
@@ -202,20 +223,22 @@ def warmstart_config(
     ``NAMESAKE_RECIPE``): from 2 on, twice as
     many transcripts show all K attempts (``NAMESAKE_SINGLE_ATTEMPT_SHARE``); from 3 on, the thought after the
     name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``);
-    4 changes the base policy, not the transcripts (``policy_config``)."""
+    4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
+    (``NAMESAKE_DECISION_STEPS``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
     if not 1 <= namesake_recipe <= NAMESAKE_RECIPES:
         raise ValueError(f"warmstart_config: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPES}")
     transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_copy=namesake_recipe >= 3)
     share = NAMESAKE_SINGLE_ATTEMPT_SHARE if namesake_recipe >= 2 else WarmStartConfig().single_attempt_share
-    return WarmStartConfig(transcripts=transcripts, single_attempt_share=share)
+    decision = NAMESAKE_DECISION_STEPS if namesake_recipe == NAMESAKE_DECISION_RECIPE else 0
+    return WarmStartConfig(transcripts=transcripts, single_attempt_share=share, decision_steps=decision)
 
 
 def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe: int = NAMESAKE_RECIPE):
     """The ``TinyModelConfig`` the warm start of ``policy`` (a ``POLICY_SHAPES`` name) starts from: the shape as it
-    is, or in the namesake world from recipe ``NAMESAKE_NAME_TOKENS_RECIPE`` on, with a tokenizer in which every
-    word of a person's name is one token (``name_tokens``: its own cache key; earlier recipes keep their base)."""
+    is, or in the namesake world's recipe ``NAMESAKE_NAME_TOKENS_RECIPE``, with a tokenizer in which every word of a
+    person's name is one token (``name_tokens``: its own cache key; the other recipes keep the plain base)."""
     from mr_search.tiny_model import policy_shape
 
     shape = policy_shape(policy)
@@ -223,7 +246,7 @@ def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe:
         return shape
     if not 1 <= namesake_recipe <= NAMESAKE_RECIPES:
         raise ValueError(f"policy_config: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPES}")
-    return replace(shape, name_tokens=True) if namesake_recipe >= NAMESAKE_NAME_TOKENS_RECIPE else shape
+    return replace(shape, name_tokens=True) if namesake_recipe == NAMESAKE_NAME_TOKENS_RECIPE else shape
 
 
 def shared_prefix_length(ids, labels) -> int:
@@ -279,8 +302,10 @@ def supervised_pass(
     pad_id: int,
     on_step: Callable[[int, float], None] | None = None,
     threads: int | None = 0,
+    decision: Sequence[Encoded] = (),
 ) -> list[float]:
-    """Trains ``model`` in place on ``examples``; returns the loss per step.
+    """Trains ``model`` in place on ``examples`` (and, in the decision stage, on ``decision``: the decision windows,
+    ``config.decision_batch_size`` a step in order, from the first again when used up); returns the loss per step.
 
     The loss is on model-written tokens, plus ``config.env_loss_weight`` times the loss on the environment's
     text after the question. ``threads``: torch intra-op threads during the pass; 0 (the default): chosen by
@@ -293,6 +318,11 @@ def supervised_pass(
 
     if not examples:
         raise ValueError("supervised_pass: no examples to train on")
+    if config.decision_steps and not decision:
+        raise ValueError(
+            f"supervised_pass: decision_steps={config.decision_steps} but no decision windows were given; pass "
+            "decision=encode_all(decision.decision_transcripts(...)) or set decision_steps=0"
+        )
     if threads is not None and threads < 0:
         raise ValueError(f"supervised_pass: threads={threads}; use 0 (timed choice), a positive count, or None")
     previous_threads = torch.get_num_threads()
@@ -302,7 +332,7 @@ def supervised_pass(
     elif threads:
         torch.set_num_threads(threads)
     try:
-        return _train(model, examples, config, pad_id, on_step, tuner)
+        return _train(model, examples, config, pad_id, on_step, tuner, decision)
     finally:
         if tuner is not None:
             logger.info("warm start: steps per thread count %s", tuner.steps_per_count)
@@ -320,6 +350,18 @@ def transcript_mix(questions: Sequence[dict], index: LexicalIndex, config: WarmS
     )
 
 
+def decision_windows(
+    questions: Sequence[dict], index: LexicalIndex, config: WarmStartConfig, tokenizer, env: EnvEncoder | None = None
+) -> list[Encoded]:
+    """The decision stage's windows, encoded (``decision_steps x decision_batch_size`` of them, in training order;
+    none when ``decision_steps`` is 0): whole prompts, instruction included (the batch runs it once)."""
+    if not config.decision_steps:
+        return []
+    count = config.decision_steps * config.decision_batch_size
+    drawn = decision_transcripts(questions, index, count, config.transcripts, seed=config.transcripts.seed + 2)
+    return encode_all(drawn, tokenizer, env)
+
+
 def train_step(model, optimizer, batch: Batch, config: WarmStartConfig):
     """One optimizer step on ``batch`` (forward under bf16 autocast if ``config.bf16``, gradient clipped to 1);
     returns the loss tensor."""
@@ -334,7 +376,7 @@ def train_step(model, optimizer, batch: Batch, config: WarmStartConfig):
     return loss
 
 
-def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None) -> list[float]:
+def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, decision=()) -> list[float]:
     import torch
 
     torch.manual_seed(config.seed)
@@ -357,12 +399,17 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None) 
     model.train()
     losses: list[float] = []
     batches: list[list[int]] = []
+    whole_from = config.window_steps + config.decision_steps
     for step in range(total):
+        if step in (config.window_steps, whole_from) and step and tuner is not None:
+            tuner.forget()  # each stage costs differently per token: compare thread counts afresh
         if step < config.window_steps:
             batch = windows.batch(config.window_batch_size, pad_id)
+        elif step < whole_from:
+            first = (step - config.window_steps) * config.decision_batch_size
+            rows = [decision[(first + i) % len(decision)] for i in range(config.decision_batch_size)]
+            batch = pad_batch(rows, pad_id, config.max_length)
         else:
-            if step == config.window_steps and tuner is not None:
-                tuner.forget()  # whole transcripts cost more per token than windows: compare them afresh
             if not batches:
                 batches = bucketed_batches(examples, config.batch_size, order)
             batch = pad_batch([examples[i] for i in batches.pop()], pad_id, config.max_length)
@@ -443,14 +490,18 @@ def ensure_warmstart(
         transcripts = transcript_mix(questions, index, config)
         env = EnvEncoder(tokenizer)
         examples = encode_all(transcripts, tokenizer, env)
+        decision = decision_windows(questions, index, config, tokenizer, env)
         logger.info(
-            "warm start: %d transcripts (mean %.0f tokens, built in %.1fs); %d steps on %d-token windows, then %d on "
-            "whole transcripts",
+            "warm start: %d transcripts (mean %.0f tokens, built in %.1fs); %d steps on %d-token windows, %d on "
+            "decision windows (%d, mean %.0f tokens), then %d on whole transcripts",
             len(examples),
             sum(len(e.input_ids) for e in examples) / len(examples),
             time.monotonic() - started,
             config.window_steps,
             config.window_length,
+            config.decision_steps,
+            len(decision),
+            sum(len(e.input_ids) for e in decision) / max(1, len(decision)),
             config.steps,
         )
 
@@ -465,6 +516,7 @@ def ensure_warmstart(
             tokenizer.pad_token_id,
             on_step=report,
             threads=threads,
+            decision=decision,
         )
         tmp = out.with_name(f".{out.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)

@@ -192,3 +192,96 @@ def test_name_words_are_counted_copied_at_their_place_by_whether_training_questi
         "embedded_namesake": {"trained": {"words": 2, "copied": 1}, "untrained": {"words": 2, "copied": 0}}
     }
     assert summarize(greedy, [], entities, attempts=1)["sampled_name_word_copies"] is None
+
+
+def _namesake_attempt(index: int, article: bool, thought: str, action: str) -> dict:
+    passages = 'Doc 1(Title: "Koze Vibra") The baker Koze Vibra was born in Brekport.' if article else "Doc 1(Title: X)"
+    return {
+        "index": index,
+        "turns": [
+            {
+                "role": "assistant",
+                "content": "<think> I need to search for this. </think>\n<search> Koze Vibra </search>",
+            },
+            {"role": "tool", "content": f"<information>{passages}</information>"},
+            {"role": "assistant", "content": f"<think> {thought} </think>\n{action}"},
+        ],
+        "answer": None,
+        "reward": 0.0,
+        "em": 0.0,
+    }
+
+
+def test_the_thought_after_the_names_article_is_read_per_source():
+    from mr_search.warmstart.probe import namesake_thoughts
+
+    alias = "Gukrim Bedas"
+    namesake = {
+        "uid": "n1",
+        "data_source": "embedded_namesake",
+        "question": "Where was the architect Koze Vibra born?",
+        "attempts": [
+            _namesake_attempt(
+                0,
+                True,
+                "The engineer Koze Vibra was born in Brekport. I found the answer.",
+                "<answer> Brekport </answer>",
+            ),
+            _namesake_attempt(
+                1,
+                True,
+                f"My previous answer may be wrong. The architect Koze Vibra is better known as {alias}. I need to "
+                "search for it.",
+                f"<search> {alias} </search>",
+            ),
+            _namesake_attempt(
+                2, False, "The architect Koze Vibra is better known as Gukrim.", "<search> Gukrim </search>"
+            ),
+        ],
+    }
+    control = {
+        "uid": "c1",
+        "data_source": "embedded_namesake_control",
+        "question": "Where was the baker Koze Vibra born?",
+        "attempts": [
+            _namesake_attempt(0, True, "The baker Zok Vibra was born in Brekport.", "<answer> Brekport </answer>")
+        ],
+    }
+    other = {
+        "uid": "o1",
+        "data_source": "embedded_1hop",
+        "question": "Where was Koze Vibra born?",
+        "attempts": [
+            _namesake_attempt(0, True, "The baker Koze Vibra was born in Brekport.", "<answer> Brekport </answer>")
+        ],
+    }
+    entities = {"n1": "Koze Vibra", "c1": "Koze Vibra", "o1": "Koze Vibra"}
+    counts = namesake_thoughts([namesake, control, other], entities, {"n1": alias})
+    assert set(counts) == {"embedded_namesake", "embedded_namesake_control"}, "questions without 'the <profession>'"
+    assert counts["embedded_namesake"] == {
+        "after_article": 2,  # the third attempt's search did not bring the article back
+        "first_attempts": 1,
+        "better_known": 1,
+        "born_in": 1,
+        "profession_copied": 1,
+        "name_copied": 2,
+        "alias_named": 1,
+        "alias_searched": 1,
+        "professions": {"architect": 1, "engineer": 1},
+    }
+    assert counts["embedded_namesake_control"] == {
+        "after_article": 1,
+        "first_attempts": 1,
+        "better_known": 0,
+        "born_in": 1,
+        "profession_copied": 1,
+        "name_copied": 0,
+        "alias_named": 0,
+        "alias_searched": 0,
+        "professions": {"baker": 1},
+    }
+    figures = summarize([namesake, control], [namesake], entities, attempts=3, second_hops={"n1": alias})
+    assert figures["greedy_namesake_thoughts"] == {
+        k: counts[k] for k in ("embedded_namesake", "embedded_namesake_control")
+    }
+    assert figures["sampled_namesake_thoughts"] == {"embedded_namesake": counts["embedded_namesake"]}
