@@ -47,7 +47,14 @@ from typing import Any, Final
 from mr_search_retrieval.embedded.facts import PROFESSIONS, City, FactGraph, WorldConfig, build_facts
 from mr_search_retrieval.embedded.names import NameGenerator
 from mr_search_retrieval.embedded.variant import DEFAULT_NAMESAKE_VERSION, NAMESAKE_VERSIONS, namesake_version
-from mr_search_retrieval.embedded.world import DEFAULT_SEED, WORLD_VERSION, WorldPaths, build_world, write_rows
+from mr_search_retrieval.embedded.world import (
+    DEFAULT_SEED,
+    WORLD_VERSION,
+    WorldPaths,
+    build_world,
+    corpus_row,
+    write_rows,
+)
 
 VARIANT: Final = "namesake"
 # A new version when this generator changes: a cached world of a version no longer built (1) is rebuilt; each
@@ -261,10 +268,7 @@ def build_namesake_world(
     order = list(range(len(passages)))
     rng.shuffle(order)  # ids must not reveal the kind of passage
     new_id = {old: new for new, old in enumerate(order)}
-    corpus = []
-    for new, old in enumerate(order):
-        title, text = passages[old]
-        corpus.append({"id": str(new), "contents": f'"{title}"\n{text}', "title": title, "text": text})
+    corpus = [corpus_row(new, *passages[old]) for new, old in enumerate(order)]
 
     def remap(row: dict[str, Any]) -> dict[str, Any]:
         return {**row, "gold_doc_ids": [str(new_id[int(i)]) for i in row["gold_doc_ids"]]}

@@ -73,6 +73,12 @@ TEST_FILE: Final = "test.jsonl"
 META_FILE: Final = "meta.json"
 
 
+def corpus_row(doc_id: int, title: str, text: str) -> dict[str, Any]:
+    """One corpus line in the Search-R1/FlashRAG layout the service and the warm start read: ``contents`` is the
+    quoted title, a newline, then the text."""
+    return {"id": str(doc_id), "contents": f'"{title}"\n{text}', "title": title, "text": text}
+
+
 @dataclass(frozen=True)
 class WorldPaths:
     """Where a built world lies: the corpus and the two question sets (JSON lines) and its metadata."""
@@ -205,10 +211,7 @@ def build_world(
     graph = build_facts(rng, config)
     passages = _passages(rng, graph, config)
     rng.shuffle(passages)  # ids must not reveal the kind of passage
-    corpus = [
-        {"id": str(i), "contents": f'"{p.title}"\n{p.text}', "title": p.title, "text": p.text}
-        for i, p in enumerate(passages)
-    ]
+    corpus = [corpus_row(i, p.title, p.text) for i, p in enumerate(passages)]
     fact_ids = {p.subject: str(i) for i, p in enumerate(passages) if p.kind == "fact"}
     questions = make_questions(graph, fact_ids)
     train, test = split_questions(rng, graph, questions, config.test_fraction)

@@ -19,6 +19,7 @@ from mr_search.warmstart.train import (
     warmstart_config,
 )
 from mr_search.warmstart.transcripts import TranscriptBuilder, TranscriptConfig, namesake_sentence
+from mr_search_retrieval.embedded.world import corpus_row
 
 ARTICLE = "The painter Aldo Venn was born in Kumholt. The sailor Aldo Venn is better known as Drelo Kam."
 SAILOR = "The sailor Aldo Venn is better known as Drelo Kam."
@@ -28,9 +29,7 @@ PAINTER = "The painter Aldo Venn was born in Kumholt."
 @pytest.fixture
 def namesake_index() -> LexicalIndex:
     passages = [("Aldo Venn", ARTICLE), ("Drelo Kam", "Drelo Kam was a sailor born in Tarport.")]
-    return LexicalIndex(
-        [{"id": str(i), "contents": f'"{t}"\n{x}', "title": t, "text": x} for i, (t, x) in enumerate(passages)]
-    )
+    return LexicalIndex([corpus_row(i, t, x) for i, (t, x) in enumerate(passages)])
 
 
 RETRY_ROW = {

@@ -23,6 +23,7 @@ from mr_search.warmstart.train import (
     warmstart_config,
 )
 from mr_search.warmstart.transcripts import TranscriptBuilder, TranscriptConfig
+from mr_search_retrieval.embedded.world import corpus_row
 
 # Three groups: (name, known profession, city, other profession, alias, alias's city).
 GROUPS = [
@@ -57,7 +58,7 @@ def _world() -> tuple[LexicalIndex, list[dict]]:
             }
         )
     rows.append({"question": "Where was Alda Venn born?", "golden_answers": ["X"], "gold_doc_ids": ["0"]})
-    docs = [{"id": str(i), "contents": f'"{t}"\n{x}', "title": t, "text": x} for i, (t, x) in enumerate(passages)]
+    docs = [corpus_row(i, t, x) for i, (t, x) in enumerate(passages)]
     return LexicalIndex(docs), rows
 
 

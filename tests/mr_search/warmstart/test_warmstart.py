@@ -277,15 +277,14 @@ def test_invalid_settings_are_rejected_with_the_reason():
 
 def test_a_namesake_slip_answers_the_namesakes_city_and_the_retry_searches_the_alias():
     from mr_search.warmstart.lookup import LexicalIndex
+    from mr_search_retrieval.embedded.world import corpus_row
 
     passages = [
         ("Aldo Venn", "The painter Aldo Venn was born in Kumholt. The sailor Aldo Venn is better known as Drelo Kam."),
         ("Drelo Kam", "Drelo Kam was a sailor born in Tarport."),
         ("Travels of Aldo Venn", "Aldo Venn travelled to Ristead one winter to visit a cousin."),
     ]
-    index = LexicalIndex(
-        [{"id": str(i), "contents": f'"{t}"\n{x}', "title": t, "text": x} for i, (t, x) in enumerate(passages)]
-    )
+    index = LexicalIndex([corpus_row(i, t, x) for i, (t, x) in enumerate(passages)])
     row = {
         "question": "Where was the sailor Aldo Venn born?",
         "golden_answers": ["Tarport"],
