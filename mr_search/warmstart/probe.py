@@ -179,19 +179,17 @@ def summarize(
             if len(rewards) > 1:
                 mixed += 1
                 break
+    em_by_source = {
+        source: em_at([r for r in greedy if r["data_source"] == source])
+        for source in sorted({str(r["data_source"]) for r in greedy})
+    }
     return {
         **_search_counts("greedy", greedy, attempts),
         **(_search_counts("sampled", sampled, attempts) if sampled else {}),
         "questions": len(greedy),
         "greedy_em_at_k": em_at(greedy),
-        "greedy_em_at_1_by_source": {
-            source: em_at([r for r in greedy if r["data_source"] == source])[0]
-            for source in sorted({str(r["data_source"]) for r in greedy})
-        },
-        "greedy_em_at_k_by_source": {
-            source: em_at([r for r in greedy if r["data_source"] == source])
-            for source in sorted({str(r["data_source"]) for r in greedy})
-        },
+        "greedy_em_at_1_by_source": {source: em[0] for source, em in em_by_source.items()},
+        "greedy_em_at_k_by_source": em_by_source,
         "query_names_entity": round(100.0 * named / max(1, len(greedy)), 1),
         "query_is_entity": round(100.0 * exact / max(1, len(greedy)), 1),
         "query_is_entity_by_source": exact_copies(greedy, entities, {str(r["uid"]): r["data_source"] for r in greedy}),
