@@ -214,6 +214,11 @@ NAMESAKE_DECISION_STEPS = 420
 NAMESAKE_SINGLE_ATTEMPT_SHARE = 0.7
 
 
+def _check_namesake_recipe(caller: str, namesake_recipe: int) -> None:
+    if not 1 <= namesake_recipe <= NAMESAKE_RECIPES:
+        raise ValueError(f"{caller}: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPES}")
+
+
 def warmstart_config(
     outcome_feedback: bool = False, world: str = "default", namesake_recipe: int = NAMESAKE_RECIPE
 ) -> WarmStartConfig:
@@ -227,8 +232,7 @@ def warmstart_config(
     (``NAMESAKE_DECISION_STEPS``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
-    if not 1 <= namesake_recipe <= NAMESAKE_RECIPES:
-        raise ValueError(f"warmstart_config: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPES}")
+    _check_namesake_recipe("warmstart_config", namesake_recipe)
     transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_copy=namesake_recipe >= 3)
     share = NAMESAKE_SINGLE_ATTEMPT_SHARE if namesake_recipe >= 2 else WarmStartConfig().single_attempt_share
     decision = NAMESAKE_DECISION_STEPS if namesake_recipe == NAMESAKE_DECISION_RECIPE else 0
@@ -244,8 +248,7 @@ def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe:
     shape = policy_shape(policy)
     if world != "namesake":
         return shape
-    if not 1 <= namesake_recipe <= NAMESAKE_RECIPES:
-        raise ValueError(f"policy_config: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPES}")
+    _check_namesake_recipe("policy_config", namesake_recipe)
     return replace(shape, name_tokens=True) if namesake_recipe == NAMESAKE_NAME_TOKENS_RECIPE else shape
 
 
