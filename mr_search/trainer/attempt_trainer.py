@@ -26,9 +26,10 @@ from mr_search.agent.config import EpisodeConfig
 from mr_search.contract import COLUMNS
 from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
-from mr_search.trainer.metrics import attempt_statistics, episode_statistics, validation_speed
+from mr_search.trainer.metrics import attempt_statistics, episode_statistics
 from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
 from mr_search.trainer.startup import check_training_options, subtree
+from mr_search.trainer.validation import validation_speed
 
 logger = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from mr_search.run_summary import main, write_summary
-from mr_search.trainer.metrics import validation_speed
+from mr_search.trainer.validation import validation_speed
 
 
 def _launch(run: Path, name: str, steps: dict[int, dict[str, float]]) -> None:
