@@ -19,19 +19,10 @@ from typing import Any
 import torch
 from verl.workers.rollout.replica import TokenOutput
 
+from mr_search.agent.tokens import single_token_stops
 from mr_search.cpu.generation import Generation, SamplingParams, generate_batch
 
 logger = logging.getLogger(__name__)
-
-
-def single_token_stops(tokenizer: Any, stops: Sequence[str]) -> tuple[int, ...]:
-    """Ids of the stop strings that are one token in ``tokenizer`` (matched by id, without decoding)."""
-    ids = []
-    for stop in stops:
-        encoded = tokenizer.encode(stop, add_special_tokens=False)
-        if len(encoded) == 1:
-            ids.append(int(encoded[0]))
-    return tuple(ids)
 
 
 def sampling_from_request(tokenizer: Any, params: dict[str, Any], default_max_new_tokens: int) -> SamplingParams:

@@ -17,7 +17,7 @@ from mr_search.agent.output import MRSearchAgentLoopOutput, attempt_statuses, ep
 from mr_search.agent.parsing import STOP_STRINGS, ActionKind, cut_after_close, parse_turn, unclosed_tag
 from mr_search.agent.segments import ContextSegment, note_turn, training_rows
 from mr_search.agent.state import AttemptRecord, EpisodeState, Phase
-from mr_search.agent.tokens import EnvEncoder, Transcript
+from mr_search.agent.tokens import EnvEncoder, Transcript, single_token_stops
 from mr_search.agent.trace import Tracer
 from mr_search.contract import GENERATION_TIMEOUTS, SEARCH_RECORD, AttemptStatus
 from mr_search.retrieval_client import RetrievalClient, RetrieverConfig, SearchOutcome, shared_client
@@ -113,18 +113,21 @@ class MRSearchAgentLoop(AgentLoopBase):
             style = "sglang" if self.rollout_config.get("name", None) == "sglang" else "vllm"
         if style == "none":
             return {}
+        ids = single_token_stops(self.tokenizer, STOP_STRINGS) if self.episode.stop_token_ids else ()
+        by_id = {"stop_token_ids": list(ids)} if ids else {}
         if style == "sglang":
             if self.rollout_config.get("skip_tokenizer_init", False):
-                if not _warned_sglang:
+                if len(ids) < len(STOP_STRINGS) and not _warned_sglang:
                     logger.warning(
-                        "SGLang runs with skip_tokenizer_init=True and cannot stop at </search> or </answer>: the "
-                        "agent loop cuts each turn itself, but generation past the tag is wasted. Set "
-                        "actor_rollout_ref.rollout.skip_tokenizer_init=False to stop at the tags."
+                        "SGLang runs with skip_tokenizer_init=True and cannot stop at </search> or </answer>, which "
+                        "are not single tokens in this tokenizer: the agent loop cuts each turn itself, but "
+                        "generation past the tag is wasted. Set actor_rollout_ref.rollout.skip_tokenizer_init=False "
+                        "to stop at the tags."
                     )
                     _warned_sglang = True
-                return {}
-            return {"stop": list(STOP_STRINGS), "no_stop_trim": True}
-        return {"stop": list(STOP_STRINGS), "include_stop_str_in_output": True}
+                return {**by_id, "no_stop_trim": True} if ids else {}
+            return {"stop": list(STOP_STRINGS), **by_id, "no_stop_trim": True}
+        return {"stop": list(STOP_STRINGS), **by_id, "include_stop_str_in_output": True}
 
     @property
     def retrieval_client(self) -> RetrievalClient:

@@ -5,10 +5,21 @@ from __future__ import annotations
 
 import copy
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 _PLACEHOLDERS = ("\x00MR_A\x00", "\x00MR_B\x00", "\x00MR_C\x00")
+
+
+def single_token_stops(tokenizer: Any, stops: Sequence[str]) -> tuple[int, ...]:
+    """Ids of the stop strings that are one token in ``tokenizer`` (an engine can match them by id, without
+    decoding)."""
+    ids = []
+    for stop in stops:
+        encoded = tokenizer.encode(stop, add_special_tokens=False)
+        if len(encoded) == 1:
+            ids.append(int(encoded[0]))
+    return tuple(ids)
 
 
 class EnvEncoder:

@@ -14,7 +14,11 @@ One engine (vLLM, SGLang or the project's transformers rollout) is started in th
    slow as the loop, the loop's cost is that time between calls; if it is as fast as raw, the cost is on the
    engine's side of the calls (stop strings: the engine stops a request only after its front end saw the tag).
 
-4. **raw + stops** (attribution, engines whose stop strings wait for ``min_tokens``: vLLM): the plain replay with
+4. **loop, stop strings only** (attribution): the loop again with the one-token tags sent as strings only
+   (``mr_search.episode.stop_token_ids=false``): the engine's core then stops a turn only after its front end saw
+   the tag (vLLM aborts the request a few tokens later). Its ratio is against the same raw replay.
+
+5. **raw + stops** (attribution, engines whose stop strings wait for ``min_tokens``: vLLM): the plain replay with
    the loop's stop strings, which cannot fire before the recorded length (``min_tokens`` = ``max_tokens``), so the
    engine decodes and checks them as it does for the loop but samples the same tokens.
 
@@ -70,6 +74,7 @@ class RecordingServer:
         self.calls: dict[str, list[Call]] = {}
         self.started = time.perf_counter()
         self._answered: dict[str, float] = {}  # request id -> when its last engine answer came back
+        self.strings_only = False  # drop stop_token_ids from the loop's calls (phase 4)
 
     def clear(self) -> None:
         self.calls.clear()
@@ -78,6 +83,8 @@ class RecordingServer:
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any):
         pause = time.perf_counter() - self._answered.get(request_id, self.started)
+        if self.strings_only:
+            sampling_params = {k: v for k, v in sampling_params.items() if k != "stop_token_ids"}
         output: TokenOutput = await self.engine.generate(
             request_id, prompt_ids=prompt_ids, sampling_params=sampling_params
         )
@@ -99,10 +106,13 @@ class Phase:
         return self.tokens / self.seconds
 
 
-async def loop_phase(make_loop: Any, rows: Sequence[Mapping[str, Any]], n: int, server: RecordingServer) -> Phase:
+async def loop_phase(
+    make_loop: Any, rows: Sequence[Mapping[str, Any]], n: int, server: RecordingServer, *, strings_only: bool = False
+) -> Phase:
     from mr_search.eval.runner import loop_inputs
 
     server.clear()
+    server.strings_only = strings_only
 
     async def one(row: Mapping[str, Any]) -> Any:
         # play(): the whole meta-episode as one sequence, whatever contexts its turns saw
@@ -182,6 +192,9 @@ async def measure(
         raw = await raw_phase(engine, chains)
         await engine.reset_prefix_cache()
         paused = await raw_phase(engine, chains, pauses=True)
+        await engine.reset_prefix_cache()
+        strings = await loop_phase(make_loop, rows, n, server, strings_only=True)
+        server.strings_only = False
         stopped = None
         if engine.stops_wait_for_min_tokens:
             await engine.reset_prefix_cache()
@@ -200,6 +213,8 @@ async def measure(
                 "ratio": ratio,
                 "ratio_paused": loop.tokens_per_s / paused.tokens_per_s,
                 "pause_s_per_meta_episode": pause_s,
+                "loop_strings_only": dataclasses.asdict(strings),
+                "ratio_strings_only": strings.tokens_per_s / raw.tokens_per_s,
                 "raw_stops": dataclasses.asdict(stopped) if stopped else None,
                 "ratio_stops": ratio_stops,
             }
@@ -211,7 +226,8 @@ async def measure(
             f"the engine, {loop.tools_s:.2f} s on searches and env tokens); raw replay {raw.seconds:.2f} s = "
             f"{raw.tokens_per_s:,.0f} tokens/s; RATIO loop/raw {ratio:.3f}; raw with the loop's pauses between "
             f"calls ({pause_s:.2f} s a meta-episode) {paused.seconds:.2f} s, "
-            f"loop/that {results[-1]['ratio_paused']:.3f}"
+            f"loop/that {results[-1]['ratio_paused']:.3f}; loop with stop strings only {strings.tokens:,} tokens in "
+            f"{strings.seconds:.2f} s, RATIO strings-only/raw {results[-1]['ratio_strings_only']:.3f}"
             + (
                 f"; raw with the loop's stop strings {stopped.seconds:.2f} s, loop/that {ratio_stops:.3f}"
                 if stopped
@@ -224,6 +240,7 @@ async def measure(
         "rounds": results,
         "ratio_median": statistics.median(r["ratio"] for r in results),
         "ratio_paused_median": statistics.median(r["ratio_paused"] for r in results),
+        "ratio_strings_only_median": statistics.median(r["ratio_strings_only"] for r in results),
         "loop_tokens_per_s_median": statistics.median(r["loop"]["tokens"] / r["loop"]["seconds"] for r in results),
         "raw_tokens_per_s_median": statistics.median(r["raw"]["tokens"] / r["raw"]["seconds"] for r in results),
     }
@@ -328,7 +345,8 @@ def main() -> int:
     result.update(model=str(args.model), setting=setting, device=_device())
     print(
         f"RATIO {args.engine} loop/raw tokens/s (median of {args.rounds}): {result['ratio_median']:.3f} (goal >= 0.9); "
-        f"loop {result['loop_tokens_per_s_median']:,.0f} tokens/s, raw {result['raw_tokens_per_s_median']:,.0f}"
+        f"loop {result['loop_tokens_per_s_median']:,.0f} tokens/s, raw {result['raw_tokens_per_s_median']:,.0f}; "
+        f"with the tags as stop strings only: {result['ratio_strings_only_median']:.3f}"
     )
     if args.json:
         Path(args.json).write_text(json.dumps(result, indent=1))

@@ -10,7 +10,8 @@ import pytest
 import torch
 
 from mr_search import prompts
-from mr_search.hf_generate import LocalServerManager, generate_turn, single_token_stops
+from mr_search.agent.tokens import single_token_stops
+from mr_search.hf_generate import LocalServerManager, generate_turn
 from mr_search.tiny_model import TinyModelConfig, build_model, build_tokenizer
 
 TEXTS = [
