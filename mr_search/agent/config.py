@@ -38,10 +38,11 @@ class EpisodeConfig:
             ``stop`` + ``include_stop_str_in_output``; SGLang: ``stop`` + ``no_stop_trim`` unless
             ``skip_tokenizer_init`` is on, when it cannot match strings); the loop cuts after the
             closing tag itself in every case.
-        stop_token_ids: also send the stop strings that are one token in the tokenizer as stop token ids, so
-            the engine's core stops at the tag's token itself instead of waiting for its detokenizer to see the
-            string (vLLM then aborts a request a few tokens later; this also lets SGLang stop with
-            ``skip_tokenizer_init`` on). The tokens kept are the same either way.
+        stop_token_ids: send the stop strings that are one token in the tokenizer as stop token ids, so that the
+            engine's core stops at the tag's token itself; when every tag is one token (the tiny policy's
+            tokenizer) no stop strings are sent at all (no detokenized text to search every step: SGLang does that
+            in its scheduler loop, vLLM's front end finds a string a step or more after the core sampled it). The
+            tokens kept are the same either way; false: strings only.
         generate_timeout_s: seconds one model turn may wait for the engine; past it the meta-episode ends
             (truncated) and the trainer stops the run at the end of the step, naming the hang (a hung engine
             never holds a run silently). Generous: a 1,024-token turn at 10 tokens/s takes 100 s.

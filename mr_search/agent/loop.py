@@ -113,21 +113,23 @@ class MRSearchAgentLoop(AgentLoopBase):
             style = "sglang" if self.rollout_config.get("name", None) == "sglang" else "vllm"
         if style == "none":
             return {}
-        ids = single_token_stops(self.tokenizer, STOP_STRINGS) if self.episode.stop_token_ids else ()
-        by_id = {"stop_token_ids": list(ids)} if ids else {}
-        if style == "sglang":
-            if self.rollout_config.get("skip_tokenizer_init", False):
-                if len(ids) < len(STOP_STRINGS) and not _warned_sglang:
-                    logger.warning(
-                        "SGLang runs with skip_tokenizer_init=True and cannot stop at </search> or </answer>, which "
-                        "are not single tokens in this tokenizer: the agent loop cuts each turn itself, but "
-                        "generation past the tag is wasted. Set actor_rollout_ref.rollout.skip_tokenizer_init=False "
-                        "to stop at the tags."
-                    )
-                    _warned_sglang = True
-                return {**by_id, "no_stop_trim": True} if ids else {}
-            return {"stop": list(STOP_STRINGS), **by_id, "no_stop_trim": True}
-        return {"stop": list(STOP_STRINGS), **by_id, "include_stop_str_in_output": True}
+        ids = list(single_token_stops(self.tokenizer, STOP_STRINGS)) if self.episode.stop_token_ids else []
+        keep = {"no_stop_trim": True} if style == "sglang" else {"include_stop_str_in_output": True}
+        if len(ids) == len(STOP_STRINGS):
+            # Every tag is one token: the engine's core stops at it, with no detokenized text to search every step
+            # (SGLang decodes each request's tail in its scheduler loop for stop strings; vLLM's front end finds
+            # them a step or more after the core sampled the tag).
+            return {"stop_token_ids": ids, **keep}
+        if style == "sglang" and self.rollout_config.get("skip_tokenizer_init", False):
+            if not _warned_sglang:
+                logger.warning(
+                    "SGLang runs with skip_tokenizer_init=True and cannot stop at </search> or </answer>, which are "
+                    "not single tokens in this tokenizer: the agent loop cuts each turn itself, but generation past "
+                    "the tag is wasted. Set actor_rollout_ref.rollout.skip_tokenizer_init=False to stop at the tags."
+                )
+                _warned_sglang = True
+            return {"stop_token_ids": ids, **keep} if ids else {}
+        return {"stop": list(STOP_STRINGS), **({"stop_token_ids": ids} if ids else {}), **keep}
 
     @property
     def retrieval_client(self) -> RetrievalClient:

@@ -14,9 +14,9 @@ One engine (vLLM, SGLang or the project's transformers rollout) is started in th
    slow as the loop, the loop's cost is that time between calls; if it is as fast as raw, the cost is on the
    engine's side of the calls (stop strings: the engine stops a request only after its front end saw the tag).
 
-4. **loop, stop strings only** (attribution): the loop again with the one-token tags sent as strings only
-   (``mr_search.episode.stop_token_ids=false``): the engine's core then stops a turn only after its front end saw
-   the tag (vLLM aborts the request a few tokens later). Its ratio is against the same raw replay.
+4. **loop, stop strings only** (attribution): the loop again with the tags sent as stop strings, as
+   ``mr_search.episode.stop_token_ids=false`` sends them (by default one-token tags go as stop token ids only, which
+   the engine's core matches itself). Its ratio is against the same raw replay.
 
 5. **raw + stops** (attribution, engines whose stop strings wait for ``min_tokens``: vLLM): the plain replay with
    the loop's stop strings, which cannot fire before the recorded length (``min_tokens`` = ``max_tokens``), so the
@@ -74,7 +74,7 @@ class RecordingServer:
         self.calls: dict[str, list[Call]] = {}
         self.started = time.perf_counter()
         self._answered: dict[str, float] = {}  # request id -> when its last engine answer came back
-        self.strings_only = False  # drop stop_token_ids from the loop's calls (phase 4)
+        self.strings_only = False  # phase 4: the tags as stop strings instead of stop token ids
 
     def clear(self) -> None:
         self.calls.clear()
@@ -83,8 +83,9 @@ class RecordingServer:
 
     async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any):
         pause = time.perf_counter() - self._answered.get(request_id, self.started)
-        if self.strings_only:
+        if self.strings_only:  # what the loop sends with mr_search.episode.stop_token_ids=false
             sampling_params = {k: v for k, v in sampling_params.items() if k != "stop_token_ids"}
+            sampling_params.update(stop=list(STOP_STRINGS), include_stop_str_in_output=True)
         output: TokenOutput = await self.engine.generate(
             request_id, prompt_ids=prompt_ids, sampling_params=sampling_params
         )

@@ -76,7 +76,7 @@ async def test_full_k3_meta_episode_layout(kit: SimpleNamespace, tokenizer: Any)
     starts[3] = starts[2] + len(m[2]) + len(refl_ids)
     for call, start in zip(server.calls, starts, strict=True):
         assert call["prompt_ids"] == full[: len(output.prompt_ids) + start]
-        assert call["params"]["stop"] == ["</search>", "</answer>"]
+        assert call["params"]["stop_token_ids"] == tokenizer.convert_tokens_to_ids(["</search>", "</answer>"])
         assert call["params"]["include_stop_str_in_output"] is True
         assert call["params"]["max_tokens"] == 1024
         assert call["params"]["temperature"] == 1.0
@@ -221,35 +221,38 @@ async def test_context_limit_drops_oldest_tokens_never_the_question(kit: SimpleN
 
 
 async def test_stop_params_per_backend(kit: SimpleNamespace, tokenizer: Any, split_tokenizer: Any) -> None:
+    # One-token tags (the tiny policy's tokenizer): stop token ids only, the tag's token kept in the output.
     tag_ids = [tokenizer.convert_tokens_to_ids(t) for t in ("</search>", "</answer>")]
-    loop, server, _ = kit.make_loop(["<answer>x</answer>"], {"attempts": 1}, name="sglang", skip_tokenizer_init=False)
+    for name, skip in (("sglang", False), ("sglang", True)):
+        loop, server, _ = kit.make_loop(["<answer>x</answer>"], {"attempts": 1}, name=name, skip_tokenizer_init=skip)
+        await loop.run(dict(kit.sampling), **kit.row())
+        assert (
+            server.calls[0]["params"]
+            == {
+                **server.calls[0]["params"],
+                "stop_token_ids": tag_ids,
+                "no_stop_trim": True,
+            }
+            and "stop" not in server.calls[0]["params"]
+        )
+    loop, server, _ = kit.make_loop(["<answer>x</answer>"], {"attempts": 1}, name="vllm")
     await loop.run(dict(kit.sampling), **kit.row())
-    assert server.calls[0]["params"]["stop"] == ["</search>", "</answer>"]
-    assert server.calls[0]["params"]["no_stop_trim"] is True
-    assert server.calls[0]["params"]["stop_token_ids"] == tag_ids  # one-token tags: the engine's core stops
-    # skip_tokenizer_init: no strings, but the one-token tags still stop the engine, kept in the output
+    assert server.calls[0]["params"]["stop_token_ids"] == tag_ids and "stop" not in server.calls[0]["params"]
+    # The knob off: strings, as for a tokenizer that splits the tags.
+    for episode, tok in (({"attempts": 1, "stop_token_ids": False}, tokenizer), ({"attempts": 1}, split_tokenizer)):
+        for name, keep in (("vllm", "include_stop_str_in_output"), ("sglang", "no_stop_trim")):
+            loop, server, _ = kit.make_loop(["<answer>x</answer>"], episode, tok=tok, name=name)
+            await loop.run(dict(kit.sampling), **kit.row())
+            params = server.calls[0]["params"]
+            assert params["stop"] == ["</search>", "</answer>"] and params[keep] is True
+            assert "stop_token_ids" not in params
+    # Split tags and SGLang without a tokenizer: nothing to stop at; the loop cuts the turn itself.
     loop, server, _ = kit.make_loop(
-        ["<answer>x</answer> junk after"], {"attempts": 1}, name="sglang", skip_tokenizer_init=True
+        ["<answer>x</answer> junk after"], {"attempts": 1}, tok=split_tokenizer, name="sglang", skip_tokenizer_init=True
     )
     output = await loop.run(dict(kit.sampling), **kit.row())
-    assert "stop" not in server.calls[0]["params"]
-    assert server.calls[0]["params"] == {**server.calls[0]["params"], "stop_token_ids": tag_ids, "no_stop_trim": True}
-    assert loop.tokenizer.decode(output.response_ids) == "<answer>x</answer>"  # the loop cut it itself
-    # a tokenizer that splits the tags: strings only (and with skip_tokenizer_init nothing to send)
-    loop, server, _ = kit.make_loop(["<answer>x</answer>"], {"attempts": 1}, tok=split_tokenizer, name="vllm")
-    await loop.run(dict(kit.sampling), **kit.row())
-    params = server.calls[0]["params"]
-    assert params["stop"] == ["</search>", "</answer>"] and params["include_stop_str_in_output"] is True
-    assert "stop_token_ids" not in params
-    loop, server, _ = kit.make_loop(
-        ["<answer>x</answer> junk"], {"attempts": 1}, tok=split_tokenizer, name="sglang", skip_tokenizer_init=True
-    )
-    await loop.run(dict(kit.sampling), **kit.row())
     assert not {"stop", "stop_token_ids"} & set(server.calls[0]["params"])
-    # the knob turns the ids off
-    loop, server, _ = kit.make_loop(["<answer>x</answer>"], {"attempts": 1, "stop_token_ids": False}, name="vllm")
-    await loop.run(dict(kit.sampling), **kit.row())
-    assert "stop_token_ids" not in server.calls[0]["params"] and server.calls[0]["params"]["stop"]
+    assert loop.tokenizer.decode(output.response_ids) == "<answer>x</answer>"
 
 
 async def test_a_raising_search_client_does_not_end_the_meta_episode(kit: SimpleNamespace, tokenizer: Any) -> None:

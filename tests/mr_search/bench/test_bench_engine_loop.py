@@ -101,7 +101,7 @@ def test_raw_phase_replays_the_loop_calls_with_the_same_prompts_and_lengths(tiny
         (round_["loop"]["tokens"] / round_["loop"]["seconds"]) / (round_["raw"]["tokens"] / round_["raw"]["seconds"])
     )
     loop_calls = [s for s in engine.seen if not s[0].startswith(("raw-", "paused-"))]
-    # The tiny policy's tags are one token each: the loop sends them as stop ids too, except in the strings phase.
+    # The tiny policy's tags are one token each: the loop sends them as stop ids only, except in the strings phase.
     strings_only = [s for s in loop_calls if "stop_token_ids" not in s[2]]
     assert len(strings_only) == round_["loop_strings_only"]["calls"] > 0
     assert all(params["stop"] == ["</search>", "</answer>"] for _, _, params, _ in strings_only)
@@ -110,7 +110,7 @@ def test_raw_phase_replays_the_loop_calls_with_the_same_prompts_and_lengths(tiny
         / (round_["raw"]["tokens"] / round_["raw"]["seconds"])
     )
     measured = [s for s in loop_calls if "stop_token_ids" in s[2]][-round_["loop"]["calls"] :]  # after the warm-up
-    assert all(len(params["stop_token_ids"]) == 2 for _, _, params, _ in measured)
+    assert all(len(params["stop_token_ids"]) == 2 and "stop" not in params for _, _, params, _ in measured)
     # Every sampling call of the loop is replayed once per replay: same prompt ids, max_tokens = what it sampled.
     expected = sorted((tuple(p), n) for _, p, _, n in measured if n > 0)
     for prefix in ("raw-", "paused-"):
