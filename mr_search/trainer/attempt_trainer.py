@@ -28,7 +28,7 @@ from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
 from mr_search.trainer.metrics import attempt_statistics, episode_statistics
 from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
-from mr_search.trainer.startup import check_training_options, subtree
+from mr_search.trainer.startup import check_training_options, replay_poll_seconds, subtree
 from mr_search.trainer.validation import validation_speed
 
 logger = logging.getLogger(__name__)
@@ -77,6 +77,14 @@ class MRSearchTrainer(PPOTrainerSync):
         self.retriever_config = retriever_config_of(config)
         self.episode_config = episode_config_of(config)
         register_estimator()  # normally done by the plugin on `import verl`; a no-op then
+
+    def _build_replay_buffer(self) -> Any:
+        """verl's replay buffer, polling every ``mr_search.trainer.replay_poll_s`` for a finished batch (verl: 2 s,
+        which rounds every generation phase up to a multiple of 2 s)."""
+        buffer = super()._build_replay_buffer()
+        if hasattr(buffer, "poll_interval"):  # verl's built-in buffers; a custom sampler keeps its own
+            buffer.poll_interval = replay_poll_seconds(self.config)
+        return buffer
 
     def _validate(self) -> dict[str, float]:
         """verl's validation pass, timed: ``val-speed/*`` says how many meta-episodes it ran and how fast."""

@@ -11,6 +11,8 @@ from mr_search.agent.config import EpisodeConfig
 
 logger = logging.getLogger(__name__)
 
+VERL_REPLAY_POLL_S = 2.0  # verl.trainer.ppo.v1.replay_buffer.ReplayBuffer's default poll_interval
+
 # Per-GPU micro-batch keys of verl's actor_rollout_ref and what each is split out of: the update's out of one GPU's
 # share of a PPO mini-batch, the log-prob passes' out of one GPU's share of the whole step.
 MICRO_BATCH_KEYS = (
@@ -42,7 +44,25 @@ def check_training_options(config: Any) -> None:
 
     EpisodeConfig.from_config(subtree(config, "episode"))
     RewardConfig.from_config(subtree(config, "reward"))
+    replay_poll_seconds(config)
     fit_micro_batches(config)
+
+
+def replay_poll_seconds(config: Any) -> float:
+    """``mr_search.trainer.replay_poll_s``: how often verl's V1 replay buffer checks for a finished batch (verl's own
+    2.0 s when the key is absent).
+
+    Raises:
+        ValueError: not a number > 0, or an unknown key in ``mr_search.trainer``, naming the key.
+    """
+    trainer = subtree(config, "trainer") or {}
+    unknown = sorted(set(trainer) - {"replay_poll_s"})
+    if unknown:
+        raise ValueError(f"mr_search.trainer has unknown keys {unknown}; its only key is replay_poll_s")
+    value = trainer.get("replay_poll_s", VERL_REPLAY_POLL_S)
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise ValueError(f"mr_search.trainer.replay_poll_s={value!r} must be a number of seconds > 0 (default 0.05)")
+    return float(value)
 
 
 def fit_micro_batches(config: Any) -> None:

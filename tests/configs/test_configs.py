@@ -130,9 +130,12 @@ def test_project_subtrees_pass_their_owners_typed_configs(compose_config, name):
     from mr_search.agent.config import EpisodeConfig
     from mr_search.retrieval_client import RetrieverConfig
     from mr_search.reward.config import RewardConfig
+    from mr_search.trainer.startup import replay_poll_seconds
 
-    subtrees = compose_config(name, ["actor_rollout_ref.model.path=/tmp/tiny"]).mr_search
-    assert set(subtrees) == {"episode", "retriever", "reward", "advantage"}
+    config = compose_config(name, ["actor_rollout_ref.model.path=/tmp/tiny"])
+    subtrees = config.mr_search
+    assert set(subtrees) == {"episode", "retriever", "reward", "advantage", "trainer"}
+    assert replay_poll_seconds(config) == 0.05
     episode = EpisodeConfig.from_config(subtrees.episode)
     assert episode.attempts == 3
     assert RetrieverConfig.from_config(subtrees.retriever).url.endswith("/retrieve")

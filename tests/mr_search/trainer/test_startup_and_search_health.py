@@ -11,7 +11,7 @@ from mr_search.contract import SEARCH_RECORD, SEGMENT
 from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.metrics import episode_statistics
 from mr_search.trainer.search_health import SearchFailures, check_search_failures, search_failures
-from mr_search.trainer.startup import check_training_options
+from mr_search.trainer.startup import check_training_options, replay_poll_seconds
 
 
 @pytest.mark.parametrize("episode", [{"context": "previous_attempt"}, {"max_context_tokens": 4096}])
@@ -126,3 +126,31 @@ def test_micro_batches_that_do_not_divide_the_share_stop_the_start_up() -> None:
         check_training_options(_sizes(gpus=3))
     check_training_options(_sizes(gpus=3, micro=3, use_dynamic_bsz=True))  # token-based micro-batches: no rule
     check_training_options(_sizes(gpus=4, ulysses_sequence_parallel_size=2))  # 2 data-parallel groups: share 8
+
+
+def test_the_replay_buffer_polls_at_the_configured_interval() -> None:
+    """verl's V1 replay buffer checks for a finished batch every 2 s; the project's configs poll every 0.05 s."""
+    from pathlib import Path
+
+    from hydra import compose, initialize_config_dir
+    from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
+
+    from mr_search.trainer.attempt_trainer import MRSearchTrainer
+
+    configs = Path(__file__).resolve().parents[3] / "configs"
+    with initialize_config_dir(config_dir=str(configs), version_base=None):
+        config = compose(config_name="mr_search_embedded", overrides=["actor_rollout_ref.model.path=/tmp/tiny"])
+    assert config.mr_search.trainer.replay_poll_s == 0.05
+    trainer = MRSearchTrainer.__new__(MRSearchTrainer)  # building the buffer needs only the config
+    trainer.config = config
+    buffer = trainer._build_replay_buffer()
+    assert type(buffer) is ReplayBuffer and buffer.poll_interval == 0.05
+    config.mr_search.trainer.replay_poll_s = 1.5
+    assert trainer._build_replay_buffer().poll_interval == 1.5
+    # absent: verl's own interval; a bad value stops the start-up naming the key
+    assert replay_poll_seconds(OmegaConf.create({"mr_search": {"episode": {}}})) == 2.0
+    for bad in (0, -1, "fast", True):
+        with pytest.raises(ValueError, match=r"mr_search.trainer.replay_poll_s"):
+            check_training_options(OmegaConf.create({"mr_search": {"trainer": {"replay_poll_s": bad}}}))
+    with pytest.raises(ValueError, match=r"unknown keys \['replay_poll'\]"):
+        check_training_options(OmegaConf.create({"mr_search": {"trainer": {"replay_poll": 0.1}}}))
