@@ -29,7 +29,7 @@ RETRIEVER_DEVICE="${RETRIEVER_DEVICE:-auto}"          # encoder and index device
 
 # --- serving ---
 RETRIEVER_TOPK="${RETRIEVER_TOPK:-3}"                 # default topk when a request sends null
-RETRIEVER_MAX_BATCH="${RETRIEVER_MAX_BATCH:-128}"  # ~half the concurrent clients: HTTP work overlaps compute
+RETRIEVER_MAX_BATCH="${RETRIEVER_MAX_BATCH:-0}"  # 0: auto (CPU lanes: 64 each; else 128, ~half the clients)
 RETRIEVER_MAX_WAIT_MS="${RETRIEVER_MAX_WAIT_MS:-2}"
 RETRIEVER_QUEUE_SIZE="${RETRIEVER_QUEUE_SIZE:-4096}"
 RETRIEVER_HTTP_WORKERS="${RETRIEVER_HTTP_WORKERS:-0}"  # 0: one process; N: N HTTP fronts + one search worker (GPU: 4)

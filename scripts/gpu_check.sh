@@ -12,7 +12,7 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python}"
 ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-vllm}"      # vllm | sglang (hf: the transformers rollout, one GPU); docs/gpu.md
-                                              # says which ran where (both on H100s: vLLM on 1-2 GPUs, SGLang on 1)
+                                              # says which ran where (both on H100s: vLLM on 1, 2, 4 GPUs, SGLang on 1, 2)
 N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-1}"
 STEPS="${STEPS:-2}"                           # steps of the first launch; the restart adds one
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-8}"     # 8 questions x 4: a step without any unequal group is ~0.02% likely

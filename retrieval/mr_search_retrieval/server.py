@@ -13,6 +13,11 @@ from mr_search_retrieval.config import BatcherConfig, LimitsConfig, ServerConfig
 logger = logging.getLogger(__name__)
 
 MAX_AUTO_LANES = 8
+# --max-batch-size 0 where batches run in CPU lanes: bare encode+search on the 2-core machine is fastest at 32 queries
+# a lane and slows past it, and under 256 clients a lane's batch fills to the limit (mean 77-80 at 128, 64 at 64).
+# scripts/bench/bench_retrieval_server.py, 10 runs interleaved: 64 served 0.80-0.87 of bare (median 0.82), 128
+# 0.75-0.84 (median 0.77), p99 >= 5x lower in 6 of 6 runs at 64, 2 of 4 at 128 (docs/benchmarks.md).
+CPU_LANE_MAX_BATCH = 64
 
 
 def _usable_cpus() -> int:
@@ -30,6 +35,15 @@ def cpu_lanes(torch_threads: int = 0) -> tuple[int, int]:
         return max(1, min(MAX_AUTO_LANES, cpus // torch_threads)), torch_threads
     lanes = min(MAX_AUTO_LANES, cpus)
     return lanes, max(1, cpus // lanes)
+
+
+def auto_max_batch(max_batch_size: int, lanes: int) -> int:
+    """Queries per encode+search for --max-batch-size 0: CPU_LANE_MAX_BATCH where batches run in CPU lanes (bare
+    encode+search per lane is fastest at small batches; a lane's batch grows to the limit under load), else the
+    `BatcherConfig` default, which the GPU path's figures used."""
+    if max_batch_size > 0:
+        return max_batch_size
+    return CPU_LANE_MAX_BATCH if lanes > 1 else BatcherConfig.max_batch_size
 
 
 def auto_lanes(args: argparse.Namespace) -> tuple[int, int]:
@@ -84,7 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_encoder_args(p)
     g = p.add_argument_group("batching")
-    g.add_argument("--max-batch-size", type=int, default=b.max_batch_size, help="queries per encode+search")
+    g.add_argument(
+        "--max-batch-size",
+        type=int,
+        default=0,
+        help=f"queries per encode+search; 0: auto = {CPU_LANE_MAX_BATCH} a lane where batches run in CPU lanes, "
+        f"else {b.max_batch_size}",
+    )
     g.add_argument("--max-wait-ms", type=float, default=b.max_wait_ms, help="how long a lone query waits for company")
     g.add_argument("--queue-size", type=int, default=b.queue_size, help="queued queries before answering 429")
     g.add_argument(
@@ -197,7 +217,9 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         index_format=index_format,
         self_check_passages=args.self_check_passages,
         encoder=encoder,
-        batcher=BatcherConfig(args.max_batch_size, args.max_wait_ms, args.queue_size, args.lanes or 1),
+        batcher=BatcherConfig(
+            auto_max_batch(args.max_batch_size, args.lanes or 1), args.max_wait_ms, args.queue_size, args.lanes or 1
+        ),
         limits=LimitsConfig(args.max_queries_per_request, args.max_query_chars, args.max_topk, args.max_body_bytes),
         default_topk=args.topk,
         index_device=args.index_device,

@@ -364,7 +364,7 @@ def main() -> None:
     p.add_argument("--clients", type=int, default=256)
     p.add_argument("--warmup", type=float, default=4.0)
     p.add_argument("--duration", type=float, default=20.0, help="measured seconds per server")
-    p.add_argument("--max-batch-size", type=int, default=128)
+    p.add_argument("--max-batch-size", type=int, default=0, help="ours: 0 the server's auto")
     p.add_argument("--max-wait-ms", type=float, default=2.0)
     # Ours runs as `bash retrieval_launch.sh` does: --lanes 0 and --torch-threads 0 let the server choose (on a CPU:
     # one batch lane per core, one intra-op thread each). The baseline keeps torch's default, as Search-R1's server
@@ -412,10 +412,13 @@ def main() -> None:
         from mr_search_retrieval.server import cpu_lanes
 
         lanes = cpu_lanes(args.torch_threads)
+    from mr_search_retrieval.server import auto_max_batch
+
+    max_batch = auto_max_batch(args.max_batch_size, lanes[0])  # what the server resolves --max-batch-size to
     print(
         f"corpus {corpus} ({sum(1 for _ in corpus.open())} passages), FAISS Flat, all-MiniLM-L6-v2, "
         f"{os.cpu_count()} CPU cores, {args.clients} clients x single-query requests, {args.duration:.0f}s each, "
-        f"ours: {lanes[0]} batch lane(s) x {lanes[1] or 'default'} torch thread(s), max batch {args.max_batch_size}, "
+        f"ours: {lanes[0]} batch lane(s) x {lanes[1] or 'default'} torch thread(s), max batch {max_batch}, "
         f"baseline torch threads {args.baseline_torch_threads or 'default'}, "
         f"ours --http-workers {args.http_workers}, OMP_WAIT_POLICY of both servers {args.omp_wait_policy}, "
         f"load average at the start {os.getloadavg()}"

@@ -49,3 +49,31 @@ def test_lanes_reach_the_batcher_config(cpus, tmp_path) -> None:
     args = server.build_parser().parse_args(["--index-dir", str(tmp_path), "--corpus", str(tmp_path / "c.jsonl")])
     args.lanes, args.torch_threads = 2, 1
     assert server.config_from_args(args).batcher.lanes == 2
+
+
+@pytest.mark.parametrize(
+    ("flag", "lanes", "expected"),
+    [
+        (0, 2, server.CPU_LANE_MAX_BATCH),  # CPU lanes: small batches (bare encode+search is fastest there)
+        (0, 1, 128),  # one lane (GPU, BM25, HTTP fronts): the BatcherConfig default the GPU figures used
+        (32, 2, 32),  # an explicit size is kept
+        (256, 1, 256),
+    ],
+)
+def test_auto_max_batch(flag: int, lanes: int, expected: int) -> None:
+    assert server.auto_max_batch(flag, lanes) == expected
+
+
+def test_the_cpu_default_reaches_the_batcher_config(cpus, tmp_path) -> None:
+    from mr_search_retrieval.indexes.metadata import IndexMetadata
+
+    cpus(2)
+    IndexMetadata(backend="faiss", num_docs=1, corpus=str(tmp_path / "c.jsonl")).write(tmp_path)
+    argv = ["--index-dir", str(tmp_path), "--corpus", str(tmp_path / "c.jsonl"), "--device", "cpu"]
+    args = server.build_parser().parse_args([*argv, "--index-device", "cpu"])
+    args.lanes, args.torch_threads = server.auto_lanes(args)
+    assert server.config_from_args(args).batcher.max_batch_size == server.CPU_LANE_MAX_BATCH == 64
+    args = server.build_parser().parse_args([*argv, "--index-device", "cpu", "--retriever", "bm25"])
+    args.lanes, args.torch_threads = server.auto_lanes(args)
+    args.retriever = "dense"  # the metadata above says dense; only the lanes decide the batch
+    assert server.config_from_args(args).batcher.max_batch_size == 128
