@@ -123,9 +123,10 @@ class MRSearchAgentLoop(AgentLoopBase):
         if style == "sglang" and self.rollout_config.get("skip_tokenizer_init", False):
             if not _warned_sglang:
                 logger.warning(
-                    "SGLang runs with skip_tokenizer_init=True and cannot stop at </search> or </answer>, which are "
-                    "not single tokens in this tokenizer: the agent loop cuts each turn itself, but generation past "
-                    "the tag is wasted. Set actor_rollout_ref.rollout.skip_tokenizer_init=False to stop at the tags."
+                    "SGLang runs with skip_tokenizer_init=True and cannot stop at a tag that is not a single token "
+                    "in this tokenizer (</search>, </answer>): the agent loop cuts each turn itself, but generation "
+                    "past the tag is wasted. Set actor_rollout_ref.rollout.skip_tokenizer_init=False to stop at the "
+                    "tags."
                 )
                 _warned_sglang = True
             return {"stop_token_ids": ids, **keep} if ids else {}

@@ -61,7 +61,9 @@ def replay_poll_seconds(config: Any) -> float:
         raise ValueError(f"mr_search.trainer has unknown keys {unknown}; its only key is replay_poll_s")
     value = trainer.get("replay_poll_s", VERL_REPLAY_POLL_S)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(f"mr_search.trainer.replay_poll_s={value!r} must be a number of seconds > 0 (default 0.05)")
+        raise ValueError(
+            f"mr_search.trainer.replay_poll_s={value!r} must be a number of seconds > 0 (the project's configs: 0.05)"
+        )
     return float(value)
 
 
