@@ -15,8 +15,8 @@ logger = logging.getLogger(__name__)
 MAX_AUTO_LANES = 8
 # --max-batch-size 0 where batches run in CPU lanes: bare encode+search on the 2-core machine is fastest at 32 queries
 # a lane and slows past it, and under 256 clients a lane's batch fills to the limit (mean 77-80 at 128, 64 at 64).
-# scripts/bench/bench_retrieval_server.py, 10 runs interleaved: 64 served 0.80-0.87 of bare (median 0.82), 128
-# 0.75-0.84 (median 0.77), p99 >= 5x lower in 6 of 6 runs at 64, 2 of 4 at 128 (docs/benchmarks.md).
+# scripts/bench/bench_retrieval_server.py, 14 runs: at 64, 0.77-0.87 of bare (median 0.81, 10 runs); at 128,
+# 0.75-0.84 (median 0.77, 4 runs) (docs/benchmarks.md).
 CPU_LANE_MAX_BATCH = 64
 
 
