@@ -22,6 +22,11 @@ One engine (vLLM, SGLang or the project's transformers rollout) is started in th
    the loop's stop strings, which cannot fire before the recorded length (``min_tokens`` = ``max_tokens``), so the
    engine decodes and checks them as it does for the loop but samples the same tokens.
 
+Searches, per loop phase: how many a meta-episode made and how long each took as the service saw it (its own
+``/metrics`` latency, read before and after the phase), against the time a meta-episode spent on searches and env
+tokens as the loop saw it: if the loop's time per search is far above the service's, the searches wait in the loop's
+process (its event loop), not in the service.
+
 The ratio (loop tokens/s over raw tokens/s) is what the loop, its tokenization and the retrieval calls cost
 (goal: >= 0.9). Prefix caching is off by default so both phases prefill the same tokens (``--prefix-caching``
 turns it on, with the cache reset between phases). ``--report a.json b.json ...`` prints the engines of
@@ -44,7 +49,7 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -101,19 +106,64 @@ class Phase:
     calls: int
     generate_s: float = 0.0  # loop only: mean seconds a meta-episode waited for the engine
     tools_s: float = 0.0  # loop only: mean seconds a meta-episode spent on searches, parsing and env tokens
+    searches: int = 0  # loop only, with the service's /metrics: requests it answered during the phase
+    service_s: float = 0.0  # ... and their mean latency as the service measured it
 
     @property
     def tokens_per_s(self) -> float:
         return self.tokens / self.seconds
 
 
+SearchStats = Callable[[], Awaitable["tuple[float, int] | None"]]
+LATENCY_METRIC = "mr_search_retrieval_request_latency_seconds"
+
+
+def parse_latency(metrics_text: str) -> tuple[float, int] | None:
+    """(seconds summed, requests) of the service's request-latency histogram in its Prometheus text, or None."""
+    values = {}
+    for line in metrics_text.splitlines():
+        name, _, value = line.partition(" ")
+        if name in (f"{LATENCY_METRIC}_sum", f"{LATENCY_METRIC}_count"):
+            values[name] = float(value)
+    if len(values) != 2:
+        return None
+    return values[f"{LATENCY_METRIC}_sum"], int(values[f"{LATENCY_METRIC}_count"])
+
+
+def service_stats(retrieve_url: str) -> SearchStats:
+    """Reads the latency histogram from the service's ``/metrics`` (None where it has none or does not answer)."""
+    metrics_url = retrieve_url.rsplit("/", 1)[0] + "/metrics"
+
+    async def read() -> tuple[float, int] | None:
+        import aiohttp
+
+        try:
+            async with aiohttp.ClientSession() as session, session.get(metrics_url) as response:
+                return parse_latency(await response.text()) if response.status == 200 else None
+        except aiohttp.ClientError:
+            return None
+
+    return read
+
+
+async def no_stats() -> None:
+    return None
+
+
 async def loop_phase(
-    make_loop: Any, rows: Sequence[Mapping[str, Any]], n: int, server: RecordingServer, *, strings_only: bool = False
+    make_loop: Any,
+    rows: Sequence[Mapping[str, Any]],
+    n: int,
+    server: RecordingServer,
+    *,
+    strings_only: bool = False,
+    stats: SearchStats = no_stats,
 ) -> Phase:
     from mr_search.eval.runner import loop_inputs
 
     server.clear()
     server.strings_only = strings_only
+    before = await stats()
 
     async def one(row: Mapping[str, Any]) -> Any:
         # play(): the whole meta-episode as one sequence, whatever contexts its turns saw
@@ -122,14 +172,32 @@ async def loop_phase(
     started = time.perf_counter()
     outputs = await asyncio.gather(*(one(row) for row in rows for _ in range(n)))
     seconds = time.perf_counter() - started
+    after = await stats()
     calls = [c for chain in server.calls.values() for c in chain]
     timing = [o.metrics for o in outputs]
+    searches, service_s = 0, 0.0
+    if before is not None and after is not None and after[1] > before[1]:
+        searches = after[1] - before[1]
+        service_s = (after[0] - before[0]) / searches
     return Phase(
         seconds,
         sum(c.sampled for c in calls),
         len(calls),
         statistics.fmean(t.generate_sequences for t in timing),
         statistics.fmean(t.tool_calls for t in timing),
+        searches,
+        service_s,
+    )
+
+
+def search_line(phase: Phase, meta_episodes: int) -> str:
+    """Searches a meta-episode made, as the service timed each, and the loop's time per search (with env tokens)."""
+    if not phase.searches:
+        return ""
+    per_episode = phase.searches / meta_episodes
+    return (
+        f"; searches: {per_episode:.1f} a meta-episode, {phase.service_s * 1e3:.1f} ms each in the service, "
+        f"{phase.tools_s / per_episode * 1e3:.1f} ms each in the loop (with env tokens)"
     )
 
 
@@ -175,6 +243,7 @@ async def measure(
     n: int,
     rounds: int,
     make_loop_for: Any,
+    stats: SearchStats = no_stats,
 ) -> dict[str, Any]:
     """``make_loop_for(server)`` builds a fresh agent loop on ``server`` (verl builds one per trajectory)."""
     from mr_search.eval.runner import InlineExecutor
@@ -187,14 +256,14 @@ async def measure(
     results = []
     for r in range(rounds):
         await engine.reset_prefix_cache()
-        loop = await loop_phase(make_loop, rows, n, server)
+        loop = await loop_phase(make_loop, rows, n, server, stats=stats)
         chains = {key: list(calls) for key, calls in server.calls.items()}
         await engine.reset_prefix_cache()
         raw = await raw_phase(engine, chains)
         await engine.reset_prefix_cache()
         paused = await raw_phase(engine, chains, pauses=True)
         await engine.reset_prefix_cache()
-        strings = await loop_phase(make_loop, rows, n, server, strings_only=True)
+        strings = await loop_phase(make_loop, rows, n, server, strings_only=True, stats=stats)
         server.strings_only = False
         stopped = None
         if engine.stops_wait_for_min_tokens:
@@ -227,7 +296,8 @@ async def measure(
             f"the engine, {loop.tools_s:.2f} s on searches and env tokens); raw replay {raw.seconds:.2f} s = "
             f"{raw.tokens_per_s:,.0f} tokens/s; RATIO loop/raw {ratio:.3f}; raw with the loop's pauses between "
             f"calls ({pause_s:.2f} s a meta-episode) {paused.seconds:.2f} s, "
-            f"loop/that {results[-1]['ratio_paused']:.3f}; loop with stop strings only {strings.tokens:,} tokens in "
+            f"loop/that {results[-1]['ratio_paused']:.3f}{search_line(loop, len(chains))}; "
+            f"loop with stop strings only {strings.tokens:,} tokens in "
             f"{strings.seconds:.2f} s, RATIO strings-only/raw {results[-1]['ratio_strings_only']:.3f}"
             + (
                 f"; raw with the loop's stop strings {stopped.seconds:.2f} s, loop/that {ratio_stops:.3f}"
@@ -334,6 +404,7 @@ def main() -> int:
                 n=args.n,
                 rounds=args.rounds,
                 make_loop_for=lambda server: agent_loop_factory(tokenizer, server, retriever, config),
+                stats=service_stats(args.retriever_url),
             )
         finally:
             await retriever.close()

@@ -86,6 +86,10 @@ def test_raw_phase_replays_the_loop_calls_with_the_same_prompts_and_lengths(tiny
         make_engine("hf", str(tiny_policy_dir), memory=0.5, max_model_len=1280, prefix_caching=False, eager=True)
     )
     retriever = InstantRetriever()
+
+    async def stats() -> tuple[float, int]:  # the service's latency histogram: 2 ms a search
+        return 0.002 * len(retriever.queries), len(retriever.queries)
+
     result = asyncio.run(
         bench.measure(
             engine,
@@ -93,9 +97,12 @@ def test_raw_phase_replays_the_loop_calls_with_the_same_prompts_and_lengths(tiny
             n=2,
             rounds=1,
             make_loop_for=lambda server: agent_loop_factory(tokenizer, server, retriever, config),
+            stats=stats,
         )
     )
     (round_,) = result["rounds"]
+    # The service's counters are read around each loop phase (this untrained policy does not search: 0 = 0).
+    assert round_["loop"]["searches"] + round_["loop_strings_only"]["searches"] <= len(retriever.queries)
     assert round_["loop"]["tokens"] == round_["raw"]["tokens"] > 0
     assert round_["ratio"] == pytest.approx(
         (round_["loop"]["tokens"] / round_["loop"]["seconds"]) / (round_["raw"]["tokens"] / round_["raw"]["seconds"])
@@ -179,3 +186,37 @@ def test_the_stop_string_replay_holds_the_loops_stops_off_until_the_recorded_len
     assert sorted(p["max_tokens"] for p in engine.params) == [2, 3]
     assert all(p["min_tokens"] == p["max_tokens"] and p["ignore_eos"] for p in engine.params)
     assert all(set(p["stop"]) == {"</search>", "</answer>"} for p in engine.params)
+
+
+def test_the_service_latency_is_read_from_its_prometheus_text() -> None:
+    from mr_search_retrieval.metrics import Metrics
+
+    bench = _bench()
+    metrics = Metrics()
+    metrics.observe_request(200, 1, 0.004)
+    metrics.observe_request(200, 1, 0.006)
+    assert bench.parse_latency(metrics.render()) == (pytest.approx(0.010), 2)
+    assert bench.parse_latency("some_other_metric 3\n") is None
+
+
+def test_a_loop_phase_reads_the_services_searches_and_their_latency_around_it() -> None:
+    bench = _bench()
+    readings = iter([(1.0, 50), (1.5, 150)])  # the service's latency sum and count before and after the phase
+
+    async def stats() -> tuple[float, int]:
+        return next(readings)
+
+    class Episode:  # a meta-episode that spent 0.3 s on searches and env tokens
+        async def play(self, sampling: dict, **_: Any) -> Any:
+            from types import SimpleNamespace
+
+            return SimpleNamespace(metrics=SimpleNamespace(generate_sequences=0.1, tool_calls=0.3))
+
+    server = bench.RecordingServer(engine=None)
+    phase = asyncio.run(bench.loop_phase(Episode, ROWS[:2], 5, server, stats=stats))
+    assert phase.searches == 100 and phase.service_s == pytest.approx(0.005)  # 0.5 s over 100 searches
+    # 10 meta-episodes: 10 searches each, 5 ms in the service, 30 ms each as the loop saw it
+    assert bench.search_line(phase, 10) == (
+        "; searches: 10.0 a meta-episode, 5.0 ms each in the service, 30.0 ms each in the loop (with env tokens)"
+    )
+    assert bench.search_line(bench.Phase(1.0, 1, 1), 10) == ""  # no service counters: nothing said
