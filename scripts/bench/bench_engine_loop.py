@@ -264,7 +264,6 @@ async def measure(
         paused = await raw_phase(engine, chains, pauses=True)
         await engine.reset_prefix_cache()
         strings = await loop_phase(make_loop, rows, n, server, strings_only=True, stats=stats)
-        server.strings_only = False
         stopped = None
         if engine.stops_wait_for_min_tokens:
             await engine.reset_prefix_cache()
