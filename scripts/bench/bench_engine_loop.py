@@ -1,6 +1,12 @@
 """Benchmark: what the meta-episode loop costs on top of the rollout engine (issue 16, item 5).
 
-One engine (vLLM, SGLang or the project's transformers rollout) is started in this process. Each round:
+One engine (vLLM, SGLang or the project's transformers rollout) is started in this process; the agent loops run in
+``--loop-workers`` worker processes (default 8), as verl runs them: its ``AgentLoopWorker`` processes
+(``actor_rollout_ref.rollout.agent.num_workers``, 8 by default) call the rollout server, a process of its own
+(``loop_workers.py``; every engine call, the replays' too, crosses the same socket). ``--loop-workers 0`` runs the
+loops in the engine's process instead, on the event loop that also runs the engine's front end (vLLM's output
+handling): sessions 2-5 measured that way, which charged the loop for the front end's work at thousands of short
+turns a second. Each round:
 
 1. **loop**: ``--questions`` rows x ``--n`` samples run as MR-Search meta-episodes (K attempts, searches on
    the retrieval service at ``--retriever-url``, reflections) through ``MRSearchAgentLoop``, all at once;
@@ -22,10 +28,11 @@ One engine (vLLM, SGLang or the project's transformers rollout) is started in th
    the loop's stop strings, which cannot fire before the recorded length (``min_tokens`` = ``max_tokens``), so the
    engine decodes and checks them as it does for the loop but samples the same tokens.
 
-Searches, per loop phase: how many a meta-episode made and how long each took as the service saw it (its own
-``/metrics`` latency, read before and after the phase), against the time a meta-episode spent on searches and env
-tokens as the loop saw it: if the loop's time per search is far above the service's, the searches wait in the loop's
-process (its event loop), not in the service.
+Searches, per loop phase: how many a meta-episode made (the loop's own count) and how long each took as the service
+saw it (the mean of its ``/metrics`` latency histogram between before and after the phase; with ``--http-workers``
+each read sees one front, a sample), against the time a meta-episode spent on searches and env tokens as the loop
+saw it: if the loop's time per search is far above the service's, the searches wait in the loop's process (its
+event loop), not in the service.
 
 The ratio (loop tokens/s over raw tokens/s) is what the loop, its tokenization and the retrieval calls cost
 (goal: >= 0.9). Prefix caching is off by default so both phases prefill the same tokens (``--prefix-caching``
@@ -34,7 +41,8 @@ earlier runs side by side (same model and GPU: the command that made them says s
 
 Usage:
     python scripts/bench/bench_engine_loop.py --engine vllm --model DIR --data train.parquet \
-        --retriever-url http://127.0.0.1:8000/retrieve [--questions 64 --n 5 --attempts 3 --rounds 2] [--json OUT]
+        --retriever-url http://127.0.0.1:8000/retrieve [--questions 64 --n 5 --attempts 3 --rounds 2] \
+        [--loop-workers 8] [--json OUT]
     python scripts/bench/bench_engine_loop.py --report vllm.json sglang.json hf.json
 """
 
@@ -48,72 +56,24 @@ import logging
 import platform
 import statistics
 import sys
-import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from verl.workers.rollout.replica import TokenOutput
-
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from engine_adapters import ENGINES, Engine, make_engine
-
-from mr_search.agent.parsing import STOP_STRINGS
+from engine_phases import (  # noqa: F401 (re-exported for the tests)
+    Call,
+    InProcessRunner,
+    Phase,
+    RecordingServer,
+    loop_phase,
+    raw_phase,
+    replay_params,
+)
+from loop_workers import LoopSpec, WorkerPool
 
 logger = logging.getLogger("bench_engine_loop")
-SAMPLING = {"temperature": 1.0, "top_p": 1.0, "logprobs": True}  # the trainer's rollout sampling
-
-
-@dataclasses.dataclass
-class Call:
-    prompt_ids: list[int]
-    sampled: int
-    pause_s: float  # seconds from the meta-episode's previous engine answer (or its start) to this call
-
-
-class RecordingServer:
-    """The server manager the loop sees: forwards to the engine and records each call per meta-episode."""
-
-    def __init__(self, engine: Engine) -> None:
-        self.engine = engine
-        self.calls: dict[str, list[Call]] = {}
-        self.started = time.perf_counter()
-        self._answered: dict[str, float] = {}  # request id -> when its last engine answer came back
-        self.strings_only = False  # phase 4: the tags as stop strings instead of stop token ids
-
-    def clear(self) -> None:
-        self.calls.clear()
-        self._answered.clear()
-        self.started = time.perf_counter()
-
-    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any], **_: Any):
-        pause = time.perf_counter() - self._answered.get(request_id, self.started)
-        if self.strings_only:  # what the loop sends with mr_search.episode.stop_token_ids=false
-            sampling_params = {k: v for k, v in sampling_params.items() if k != "stop_token_ids"}
-            sampling_params.update(stop=list(STOP_STRINGS), include_stop_str_in_output=True)
-        output: TokenOutput = await self.engine.generate(
-            request_id, prompt_ids=prompt_ids, sampling_params=sampling_params
-        )
-        self._answered[request_id] = time.perf_counter()
-        self.calls.setdefault(request_id, []).append(Call(list(prompt_ids), len(output.token_ids), pause))
-        return output
-
-
-@dataclasses.dataclass
-class Phase:
-    seconds: float
-    tokens: int
-    calls: int
-    generate_s: float = 0.0  # loop only: mean seconds a meta-episode waited for the engine
-    tools_s: float = 0.0  # loop only: mean seconds a meta-episode spent on searches, parsing and env tokens
-    searches: int = 0  # loop only, with the service's /metrics: requests it answered during the phase
-    service_s: float = 0.0  # ... and their mean latency as the service measured it
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.tokens / self.seconds
-
-
 SearchStats = Callable[[], Awaitable["tuple[float, int] | None"]]
 LATENCY_METRIC = "mr_search_retrieval_request_latency_seconds"
 
@@ -150,48 +110,16 @@ async def no_stats() -> None:
     return None
 
 
-async def loop_phase(
-    make_loop: Any,
-    rows: Sequence[Mapping[str, Any]],
-    n: int,
-    server: RecordingServer,
-    *,
-    strings_only: bool = False,
-    stats: SearchStats = no_stats,
-) -> Phase:
-    from mr_search.eval.runner import loop_inputs
-
-    server.clear()
-    server.strings_only = strings_only
-    before = await stats()
-
-    async def one(row: Mapping[str, Any]) -> Any:
-        # play(): the whole meta-episode as one sequence, whatever contexts its turns saw
-        return await make_loop().play(dict(SAMPLING), **loop_inputs(row))
-
-    started = time.perf_counter()
-    outputs = await asyncio.gather(*(one(row) for row in rows for _ in range(n)))
-    seconds = time.perf_counter() - started
-    after = await stats()
-    calls = [c for chain in server.calls.values() for c in chain]
-    timing = [o.metrics for o in outputs]
-    searches, service_s = 0, 0.0
-    if before is not None and after is not None and after[1] > before[1]:
-        searches = after[1] - before[1]
-        service_s = (after[0] - before[0]) / searches
-    return Phase(
-        seconds,
-        sum(c.sampled for c in calls),
-        len(calls),
-        statistics.fmean(t.generate_sequences for t in timing),
-        statistics.fmean(t.tool_calls for t in timing),
-        searches,
-        service_s,
-    )
+def service_mean(before: tuple[float, int] | None, after: tuple[float, int] | None) -> float:
+    """Mean seconds a request took in the service between two reads of its histogram (0.0 without both). With
+    ``--http-workers`` each read sees one front's counters: a sample of the service, whose mean still holds."""
+    if before is None or after is None or after[1] <= before[1]:
+        return 0.0
+    return (after[0] - before[0]) / (after[1] - before[1])
 
 
 def search_line(phase: Phase, meta_episodes: int) -> str:
-    """Searches a meta-episode made, as the service timed each, and the loop's time per search (with env tokens)."""
+    """Searches a meta-episode made, the service's time for each, and the loop's time per search (with env tokens)."""
     if not phase.searches:
         return ""
     per_episode = phase.searches / meta_episodes
@@ -201,78 +129,43 @@ def search_line(phase: Phase, meta_episodes: int) -> str:
     )
 
 
-def replay_params(sampled: int, *, stops: bool) -> dict[str, Any]:
-    """Sampling parameters that make the engine sample exactly ``sampled`` tokens; ``stops``: with the loop's stop
-    strings, held off until then by ``min_tokens`` (vLLM checks stop strings only past it)."""
-    params = {**SAMPLING, "max_tokens": sampled, "ignore_eos": True}
-    if stops:
-        params.update(stop=list(STOP_STRINGS), include_stop_str_in_output=True, min_tokens=sampled)
-    return params
-
-
-async def raw_phase(
-    engine: Engine, chains: Mapping[str, Sequence[Call]], *, pauses: bool = False, stops: bool = False
-) -> Phase:
-    """Replays each meta-episode's calls in order (same prompts, same lengths), all meta-episodes at once;
-    ``pauses``: each call first waits as long as the loop did before it; ``stops``: see ``replay_params``."""
-    sampled = 0
-    tag = "paused" if pauses else "stops" if stops else "raw"
-
-    async def chain(key: str, calls: Sequence[Call]) -> None:
-        nonlocal sampled
-        for i, call in enumerate(calls):
-            if pauses:
-                await asyncio.sleep(call.pause_s)
-            if call.sampled == 0:
-                continue
-            params = replay_params(call.sampled, stops=stops)
-            request = f"{tag}-{key}-{i}"
-            output = await engine.generate(request, prompt_ids=call.prompt_ids, sampling_params=params)
-            sampled += len(output.token_ids)
-
-    started = time.perf_counter()
-    await asyncio.gather(*(chain(key, calls) for key, calls in chains.items()))
-    seconds = time.perf_counter() - started
-    return Phase(seconds, sampled, sum(len(c) for c in chains.values()))
-
-
 async def measure(
     engine: Engine,
+    runner: InProcessRunner | WorkerPool,
     rows: Sequence[Mapping[str, Any]],
     *,
     n: int,
     rounds: int,
-    make_loop_for: Any,
     stats: SearchStats = no_stats,
 ) -> dict[str, Any]:
-    """``make_loop_for(server)`` builds a fresh agent loop on ``server`` (verl builds one per trajectory)."""
-    from mr_search.eval.runner import InlineExecutor
+    """The rounds of phases 1-5 with ``runner`` playing and replaying the meta-episodes on ``engine``."""
 
-    # The loop and verl's prompt building share one fast tokenizer: keep its calls on one thread (runner.py).
-    asyncio.get_running_loop().set_default_executor(InlineExecutor())
-    server = RecordingServer(engine)
-    make_loop = make_loop_for(server)
-    await loop_phase(make_loop, rows[: max(1, len(rows) // 8)], 1, server)  # warm-up (kernels, graphs, sockets)
+    async def timed_loop(strings_only: bool) -> Phase:
+        before = await stats()
+        phase = await runner.loop(rows, n, strings_only=strings_only)
+        phase.service_s = service_mean(before, await stats())
+        return phase
+
+    await runner.loop(rows[: max(runner.workers, len(rows) // 8)], 1)  # warm-up (kernels, graphs, sockets)
     results = []
     for r in range(rounds):
         await engine.reset_prefix_cache()
-        loop = await loop_phase(make_loop, rows, n, server, stats=stats)
-        chains = {key: list(calls) for key, calls in server.calls.items()}
+        loop = await timed_loop(False)
         await engine.reset_prefix_cache()
-        raw = await raw_phase(engine, chains)
+        raw = await runner.raw()
         await engine.reset_prefix_cache()
-        paused = await raw_phase(engine, chains, pauses=True)
+        paused = await runner.raw(pauses=True)
         await engine.reset_prefix_cache()
-        strings = await loop_phase(make_loop, rows, n, server, strings_only=True, stats=stats)
+        strings = await timed_loop(True)
         stopped = None
         if engine.stops_wait_for_min_tokens:
             await engine.reset_prefix_cache()
-            stopped = await raw_phase(engine, chains, stops=True)
+            stopped = await runner.raw(stops=True)
         for phase in (raw, paused, *([stopped] if stopped else [])):
             if phase.tokens != loop.tokens:
                 raise RuntimeError(f"a replay sampled {phase.tokens} tokens, the loop {loop.tokens}: not the same work")
         ratio = loop.tokens_per_s / raw.tokens_per_s
-        pause_s = statistics.fmean(sum(c.pause_s for c in calls) for calls in chains.values())
+        pause_s = statistics.fmean(runner.pause_sums())
         ratio_stops = loop.tokens_per_s / stopped.tokens_per_s if stopped else None
         results.append(
             {
@@ -290,12 +183,12 @@ async def measure(
         )
         print(
             f"round {r + 1}: loop {loop.tokens:,} tokens in {loop.seconds:.2f} s = {loop.tokens_per_s:,.0f} tokens/s "
-            f"({loop.calls} engine calls, {len(chains)} meta-episodes; a meta-episode waited {loop.generate_s:.2f} s "
+            f"({loop.calls} engine calls, {loop.episodes} meta-episodes; a meta-episode waited {loop.generate_s:.2f} s "
             f"on "
             f"the engine, {loop.tools_s:.2f} s on searches and env tokens); raw replay {raw.seconds:.2f} s = "
             f"{raw.tokens_per_s:,.0f} tokens/s; RATIO loop/raw {ratio:.3f}; raw with the loop's pauses between "
             f"calls ({pause_s:.2f} s a meta-episode) {paused.seconds:.2f} s, "
-            f"loop/that {results[-1]['ratio_paused']:.3f}{search_line(loop, len(chains))}; "
+            f"loop/that {results[-1]['ratio_paused']:.3f}{search_line(loop, loop.episodes)}; "
             f"loop with stop strings only {strings.tokens:,} tokens in "
             f"{strings.seconds:.2f} s, RATIO strings-only/raw {results[-1]['ratio_strings_only']:.3f}"
             + (
@@ -357,6 +250,13 @@ def main() -> int:
     parser.add_argument("--memory", type=float, default=0.5, help="share of GPU memory the engine may take")
     parser.add_argument("--prefix-caching", action="store_true")
     parser.add_argument("--eager", action="store_true", help="no CUDA graphs")
+    parser.add_argument(
+        "--loop-workers",
+        type=int,
+        default=8,
+        help="agent-loop worker processes, as verl's actor_rollout_ref.rollout.agent.num_workers (default 8, the paper "
+        "preset's); 0: the loop in the engine's own process",
+    )
     parser.add_argument("--json", help="write the figures here (for --report)")
     parser.add_argument("--report", nargs="+", metavar="JSON")
     args = parser.parse_args()
@@ -364,11 +264,13 @@ def main() -> int:
         return report(args.report)
     if not (args.engine and args.model and args.data):
         parser.error("--engine, --model and --data are needed (or --report)")
+    if args.loop_workers < 0:
+        parser.error(f"--loop-workers {args.loop_workers}: use 0 (the engine's process) or a number of processes")
     logging.basicConfig(level=logging.ERROR)
     logging.getLogger("verl.utils.tokenizer.continuous_token_wiring").setLevel(logging.ERROR)  # once per loop object
     from transformers import AutoTokenizer
 
-    from mr_search.eval.runner import EvalConfig, agent_loop_factory
+    from mr_search.eval.runner import EvalConfig, InlineExecutor, agent_loop_factory
     from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
 
     args.model = str(Path(args.model).resolve())  # verl asserts on a trailing "/"
@@ -383,7 +285,12 @@ def main() -> int:
     setting = (
         f"{args.questions} questions x n {args.n}, K {args.attempts}, {args.response_length} response tokens "
         f"({args.max_new_tokens_per_turn} a turn), "
-        f"prefix caching {'on' if args.prefix_caching else 'off'}, {'eager' if args.eager else 'CUDA graphs'}"
+        f"prefix caching {'on' if args.prefix_caching else 'off'}, {'eager' if args.eager else 'CUDA graphs'}, "
+        + (
+            f"{args.loop_workers} agent-loop worker processes"
+            if args.loop_workers
+            else "the loop in the engine process"
+        )
     )
     engine = make_engine(
         args.engine,
@@ -396,16 +303,21 @@ def main() -> int:
 
     async def run() -> dict[str, Any]:
         retriever = RetrievalClient(RetrieverConfig(url=args.retriever_url))
+        if args.loop_workers:
+            runner: InProcessRunner | WorkerPool = WorkerPool(
+                engine, LoopSpec(args.model, args.retriever_url, config), args.loop_workers
+            )
+            await runner.start()
+        else:
+            # The loop and verl's prompt building share one fast tokenizer: keep its calls on one thread (runner.py).
+            asyncio.get_running_loop().set_default_executor(InlineExecutor())
+            runner = InProcessRunner(engine, lambda server: agent_loop_factory(tokenizer, server, retriever, config))
         try:
             return await measure(
-                engine,
-                rows,
-                n=args.n,
-                rounds=args.rounds,
-                make_loop_for=lambda server: agent_loop_factory(tokenizer, server, retriever, config),
-                stats=service_stats(args.retriever_url),
+                engine, runner, rows, n=args.n, rounds=args.rounds, stats=service_stats(args.retriever_url)
             )
         finally:
+            await runner.close()
             await retriever.close()
 
     print(f"machine: {platform.node()}, {_device()}; engine {args.engine}; {setting}", flush=True)

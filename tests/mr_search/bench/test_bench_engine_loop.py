@@ -90,19 +90,12 @@ def test_raw_phase_replays_the_loop_calls_with_the_same_prompts_and_lengths(tiny
     async def stats() -> tuple[float, int]:  # the service's latency histogram: 2 ms a search
         return 0.002 * len(retriever.queries), len(retriever.queries)
 
-    result = asyncio.run(
-        bench.measure(
-            engine,
-            ROWS,
-            n=2,
-            rounds=1,
-            make_loop_for=lambda server: agent_loop_factory(tokenizer, server, retriever, config),
-            stats=stats,
-        )
-    )
+    runner = bench.InProcessRunner(engine, lambda server: agent_loop_factory(tokenizer, server, retriever, config))
+    result = asyncio.run(bench.measure(engine, runner, ROWS, n=2, rounds=1, stats=stats))
     (round_,) = result["rounds"]
-    # The service's counters are read around each loop phase (this untrained policy does not search: 0 = 0).
+    # Searches are the loop's own count; the service's histogram gives their mean time (2 ms here).
     assert round_["loop"]["searches"] + round_["loop_strings_only"]["searches"] <= len(retriever.queries)
+    assert round_["loop"]["service_s"] == (pytest.approx(0.002) if round_["loop"]["searches"] else 0.0)
     assert round_["loop"]["tokens"] == round_["raw"]["tokens"] > 0
     assert round_["ratio"] == pytest.approx(
         (round_["loop"]["tokens"] / round_["loop"]["seconds"]) / (round_["raw"]["tokens"] / round_["raw"]["seconds"])
@@ -199,24 +192,127 @@ def test_the_service_latency_is_read_from_its_prometheus_text() -> None:
     assert bench.parse_latency("some_other_metric 3\n") is None
 
 
-def test_a_loop_phase_reads_the_services_searches_and_their_latency_around_it() -> None:
+def test_a_loop_phase_counts_its_searches_and_the_line_sets_them_against_the_services_time() -> None:
     bench = _bench()
-    readings = iter([(1.0, 50), (1.5, 150)])  # the service's latency sum and count before and after the phase
+    from mr_search.contract import SEARCH_RECORD
 
-    async def stats() -> tuple[float, int]:
-        return next(readings)
-
-    class Episode:  # a meta-episode that spent 0.3 s on searches and env tokens
+    class Episode:  # a meta-episode that ran 10 searches and spent 0.3 s on searches and env tokens
         async def play(self, sampling: dict, **_: Any) -> Any:
             from types import SimpleNamespace
 
-            return SimpleNamespace(metrics=SimpleNamespace(generate_sequences=0.1, tool_calls=0.3))
+            return SimpleNamespace(
+                metrics=SimpleNamespace(generate_sequences=0.1, tool_calls=0.3),
+                extra_fields={SEARCH_RECORD: {"run": 10}},
+            )
 
     server = bench.RecordingServer(engine=None)
-    phase = asyncio.run(bench.loop_phase(Episode, ROWS[:2], 5, server, stats=stats))
-    assert phase.searches == 100 and phase.service_s == pytest.approx(0.005)  # 0.5 s over 100 searches
+    phase = asyncio.run(bench.loop_phase(Episode, ROWS[:2], 5, server))
+    assert (phase.searches, phase.episodes) == (100, 10)
+    # The service's latency sum and count before and after the phase: 0.5 s over 100 requests.
+    phase.service_s = bench.service_mean((1.0, 50), (1.5, 150))
     # 10 meta-episodes: 10 searches each, 5 ms in the service, 30 ms each as the loop saw it
     assert bench.search_line(phase, 10) == (
         "; searches: 10.0 a meta-episode, 5.0 ms each in the service, 30.0 ms each in the loop (with env tokens)"
     )
-    assert bench.search_line(bench.Phase(1.0, 1, 1), 10) == ""  # no service counters: nothing said
+    assert bench.search_line(bench.Phase(1.0, 1, 1), 10) == ""  # no searches: nothing said
+
+
+def test_phases_of_several_processes_combine_into_one() -> None:
+    bench = _bench()
+    from engine_phases import Phase, combine
+
+    a = Phase(2.0, 100, 10, generate_s=1.0, tools_s=0.5, searches=4, started=10.0, episodes=2)
+    b = Phase(3.0, 50, 5, generate_s=4.0, tools_s=2.0, searches=2, started=10.5, episodes=1)
+    idle = Phase(0.0, 0, 0)  # a worker that got no rows
+    whole = combine([a, b, idle])
+    assert (whole.seconds, whole.tokens, whole.calls, whole.searches, whole.episodes) == (3.5, 150, 15, 6, 3)
+    assert whole.generate_s == pytest.approx(2.0) and whole.tools_s == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="no share"):
+        combine([idle])
+    assert bench.service_mean((1.0, 10), (1.5, 20)) == pytest.approx(0.05)
+    assert bench.service_mean(None, (1.5, 20)) == 0.0 and bench.service_mean((1.0, 10), (1.0, 10)) == 0.0
+
+
+class ScriptedEngine:
+    """Answers every call with ``[5] * max_tokens`` (the loop's tokens are what the tiny tokenizer decodes)."""
+
+    name = "scripted"
+    stops_wait_for_min_tokens = False
+
+    def __init__(self) -> None:
+        self.requests: list[str] = []
+
+    async def generate(self, request_id: str, *, prompt_ids: list[int], sampling_params: dict[str, Any]):
+        from verl.workers.rollout.replica import TokenOutput
+
+        self.requests.append(request_id)
+        if not prompt_ids:
+            raise ValueError("no prompt")
+        return TokenOutput(token_ids=[5] * sampling_params["max_tokens"], log_probs=None, stop_reason="completed")
+
+    async def reset_prefix_cache(self) -> None:
+        return None
+
+
+def test_the_engine_host_answers_calls_over_its_socket_and_passes_errors_back(tmp_path: Path) -> None:
+    _bench()
+    from engine_host import EngineHost, RemoteEngine
+
+    async def run() -> None:
+        engine = ScriptedEngine()
+        host = EngineHost(engine, str(tmp_path / "engine.sock"))
+        await host.start()
+        remote = await RemoteEngine.connect(host.path)
+        params = {"max_tokens": 3}
+        outputs = await asyncio.gather(
+            *(remote.generate(f"r{i}", prompt_ids=[1, 2], sampling_params=params) for i in range(5))
+        )
+        assert [o.token_ids for o in outputs] == [[5, 5, 5]] * 5 and sorted(engine.requests) == [
+            f"r{i}" for i in range(5)
+        ]
+        with pytest.raises(RuntimeError, match="engine process: ValueError: no prompt"):
+            await remote.generate("bad", prompt_ids=[], sampling_params=params)
+        assert host.peers == [__import__("os").getpid()]
+        await remote.close()
+        await host.close()
+        assert not (tmp_path / "engine.sock").exists()
+
+    asyncio.run(run())
+
+
+def test_agent_loops_in_worker_processes_play_and_replay_through_the_engine_process(tiny_policy_dir: Path) -> None:
+    """The layout verl runs: meta-episodes in spawned worker processes, every engine call (the replays' too) answered
+    by the engine of this process."""
+    import os
+
+    bench = _bench()
+    from engine_adapters import make_engine
+
+    from mr_search.eval.runner import EvalConfig
+
+    config = EvalConfig(attempts=2, response_length=256, max_new_tokens_per_turn=24)
+    engine = SpyEngine(
+        make_engine("hf", str(tiny_policy_dir), memory=0.5, max_model_len=1280, prefix_caching=False, eager=True)
+    )
+    # The untrained tiny policy does not search: no service needs to answer this address.
+    spec = bench.LoopSpec(str(tiny_policy_dir), "http://127.0.0.1:9/retrieve", config)
+
+    async def run() -> tuple[dict[str, Any], list[int]]:
+        pool = bench.WorkerPool(engine, spec, workers=2)
+        await pool.start()
+        try:
+            return await bench.measure(engine, pool, ROWS, n=2, rounds=1), pool.pids
+        finally:
+            await pool.close()
+
+    result, pids = asyncio.run(run())
+    (round_,) = result["rounds"]
+    assert len(set(pids)) == 2 and os.getpid() not in pids
+    # 3 rows over 2 workers (2 + 1), n 2: 6 meta-episodes; each replay sampled what the loop did.
+    assert round_["loop"]["episodes"] == round_["raw"]["episodes"] == round_["raw_paused"]["episodes"] == 6
+    assert round_["loop"]["tokens"] == round_["raw"]["tokens"] == round_["raw_paused"]["tokens"] > 0
+    measured = [s for s in engine.seen if not s[0].startswith(("raw-", "paused-")) and "stop_token_ids" in s[2]]
+    expected = sorted((tuple(p), n) for _, p, _, n in measured[-round_["loop"]["calls"] :] if n > 0)
+    replay = [s for s in engine.seen if s[0].startswith("raw-")]
+    assert sorted((tuple(p), params["max_tokens"]) for _, p, params, _ in replay) == expected
+    assert 0 < round_["pause_s_per_meta_episode"] <= round_["raw_paused"]["seconds"]
