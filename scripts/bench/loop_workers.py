@@ -100,20 +100,31 @@ class WorkerPool:
             parent, child = context.Pipe()
             process = context.Process(target=_worker, args=(child, self.host.path, self.spec), daemon=True)
             process.start()
+            child.close()  # the worker's end lives in the worker: its exit is then an EOF here, not a hang
             self._conns.append(parent)
             self._processes.append(process)
         self.pids = [pid for (pid,) in await asyncio.gather(*(self._receive(c) for c in self._conns))]
 
     async def _receive(self, conn: Connection) -> tuple[Any, ...]:
-        message = await asyncio.get_running_loop().run_in_executor(self._receivers, conn.recv)
+        try:
+            message = await asyncio.get_running_loop().run_in_executor(self._receivers, conn.recv)
+        except EOFError:
+            raise self._gone() from None
         if message[0] == "error":
             raise RuntimeError(f"an agent-loop worker failed:\n{message[1]}")
         return message[1:]
 
     async def _each(self, commands: Sequence[tuple[str, Mapping[str, Any]]]) -> list[tuple[Any, ...]]:
         for conn, command in zip(self._conns, commands, strict=True):
-            conn.send(command)
+            try:
+                conn.send(command)
+            except (BrokenPipeError, ConnectionResetError):
+                raise self._gone() from None
         return await asyncio.gather(*(self._receive(c) for c in self._conns))
+
+    def _gone(self) -> RuntimeError:
+        codes = [process.exitcode for process in self._processes]
+        return RuntimeError(f"an agent-loop worker exited without answering (exit codes {codes}); its log is above")
 
     async def loop(self, rows: Sequence[Mapping[str, Any]], n: int, *, strings_only: bool = False) -> Phase:
         shares = [list(rows[i :: self.workers]) for i in range(self.workers)]

@@ -316,3 +316,42 @@ def test_agent_loops_in_worker_processes_play_and_replay_through_the_engine_proc
     replay = [s for s in engine.seen if s[0].startswith("raw-")]
     assert sorted((tuple(p), params["max_tokens"]) for _, p, params, _ in replay) == expected
     assert 0 < round_["pause_s_per_meta_episode"] <= round_["raw_paused"]["seconds"]
+
+
+def test_a_worker_that_cannot_start_fails_the_pool_with_its_error(tmp_path: Path) -> None:
+    bench = _bench()
+    from mr_search.eval.runner import EvalConfig
+
+    spec = bench.LoopSpec(str(tmp_path / "no-model"), "http://127.0.0.1:9/retrieve", EvalConfig())
+
+    async def run() -> None:
+        pool = bench.WorkerPool(ScriptedEngine(), spec, workers=1)
+        try:
+            await pool.start()
+        finally:
+            await pool.close()
+
+    with pytest.raises(RuntimeError, match="an agent-loop worker failed"):
+        asyncio.run(run())
+    with pytest.raises(ValueError, match="at least one worker"):
+        bench.WorkerPool(ScriptedEngine(), spec, workers=0)
+
+
+def test_a_worker_that_dies_mid_run_fails_the_phase_instead_of_hanging(tiny_policy_dir: Path) -> None:
+    bench = _bench()
+    from mr_search.eval.runner import EvalConfig
+
+    spec = bench.LoopSpec(str(tiny_policy_dir), "http://127.0.0.1:9/retrieve", EvalConfig())
+
+    async def run() -> None:
+        pool = bench.WorkerPool(ScriptedEngine(), spec, workers=1)
+        await pool.start()
+        try:
+            pool._processes[0].kill()
+            await asyncio.get_running_loop().run_in_executor(None, pool._processes[0].join, 30)
+            await pool.loop(ROWS, 1)
+        finally:
+            await pool.close()
+
+    with pytest.raises(RuntimeError, match="exited without answering"):
+        asyncio.run(run())
