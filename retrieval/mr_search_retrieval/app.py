@@ -22,7 +22,7 @@ from starlette.types import Receive, Scope, Send
 from mr_search_retrieval.batcher import MicroBatcher, QueueFullError
 from mr_search_retrieval.config import LimitsConfig, ServerConfig
 from mr_search_retrieval.corpus import CorpusStore
-from mr_search_retrieval.metrics import Metrics
+from mr_search_retrieval.metrics import Metrics, SharedMetrics
 from mr_search_retrieval.schemas import ErrorResponse, HealthResponse, RetrieveRequest, RetrieveResponse
 
 if TYPE_CHECKING:  # the retriever pulls in torch; HTTP front processes (--http-workers) never need it
@@ -199,10 +199,19 @@ class RetrievalApp(FastAPI):
             await super().__call__(scope, receive, send)
 
 
-def create_app(config: ServerConfig, loader: Loader = default_loader) -> FastAPI:
-    """Build the app; `loader` (config -> (searcher, corpus)) is where tests hand in fakes."""
+def create_app(
+    config: ServerConfig, loader: Loader = default_loader, shared_metrics: tuple[str, int] | None = None
+) -> FastAPI:
+    """Build the app; `loader` (config -> (searcher, corpus)) is where tests hand in fakes; `shared_metrics`
+    (folder, front index): one HTTP front of several, whose /metrics sums every front's (metrics.SharedMetrics)."""
     state = _State()
     metrics = Metrics(queue_depth=lambda: state.batcher.depth if state.batcher else 0)
+    shared = SharedMetrics(metrics, *shared_metrics) if shared_metrics else None
+
+    async def publish_metrics(shared: SharedMetrics) -> None:
+        while True:
+            shared.publish()
+            await asyncio.sleep(shared.interval)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -221,6 +230,7 @@ def create_app(config: ServerConfig, loader: Loader = default_loader) -> FastAPI
         state.batcher.start()
         state.info = {"retriever": config.retriever, "num_docs": len(state.corpus), "index_dir": config.index_dir}
         state.ready = True
+        publisher = asyncio.create_task(publish_metrics(shared)) if shared else None
         logger.info(
             "retrieval service ready: %d passages, loaded in %.1fs", len(state.corpus), time.perf_counter() - t0
         )
@@ -228,6 +238,8 @@ def create_app(config: ServerConfig, loader: Loader = default_loader) -> FastAPI
             yield
         finally:
             state.ready = False
+            if publisher is not None:
+                publisher.cancel()
             await state.batcher.stop()  # in-flight and queued queries are answered before we exit
             executor.shutdown(wait=True)
             state.corpus.close()
@@ -307,6 +319,7 @@ def create_app(config: ServerConfig, loader: Loader = default_loader) -> FastAPI
     @app.get("/metrics", response_class=PlainTextResponse)
     async def metrics_endpoint() -> PlainTextResponse:
         """Prometheus text format."""
-        return PlainTextResponse(metrics.render(), media_type="text/plain; version=0.0.4")
+        text = shared.render() if shared else metrics.render()
+        return PlainTextResponse(text, media_type="text/plain; version=0.0.4")
 
     return app

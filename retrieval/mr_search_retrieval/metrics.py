@@ -1,11 +1,20 @@
-"""Service metrics in Prometheus text format (no client library needed): counters, a gauge, histograms."""
+"""Service metrics in Prometheus text format (no client library needed): counters, a gauge, histograms.
+
+With several HTTP front processes (``--http-workers``) each front keeps its own ``Metrics``; ``SharedMetrics``
+publishes a front's snapshot to a folder the fronts share and answers ``/metrics`` with the sum over all of them
+(the answering front's counters current, the others' as they last published, at most ``interval`` seconds old).
+"""
 
 from __future__ import annotations
 
 import bisect
+import json
+import os
 import threading
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
 
 PREFIX = "mr_search_retrieval"
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
@@ -24,14 +33,19 @@ class Histogram:
         self.total += value
         self.n += 1
 
-    def render(self) -> list[str]:
+    def snapshot(self) -> dict[str, Any]:
+        return {"counts": list(self.counts), "total": self.total, "n": self.n}
+
+    def render(self, snapshot: dict[str, Any] | None = None) -> list[str]:
+        """The histogram's lines, of ``snapshot`` (its ``snapshot()`` shape) where given, else of its own counts."""
+        state = self.snapshot() if snapshot is None else snapshot
         lines = [f"# HELP {self.name} {self.help}", f"# TYPE {self.name} histogram"]
         cumulative = 0
-        for bound, count in zip(self.buckets, self.counts, strict=False):
+        for bound, count in zip(self.buckets, state["counts"], strict=False):
             cumulative += count
             lines.append(f'{self.name}_bucket{{le="{bound}"}} {cumulative}')
-        lines.append(f'{self.name}_bucket{{le="+Inf"}} {self.n}')
-        lines += [f"{self.name}_sum {self.total}", f"{self.name}_count {self.n}"]
+        lines.append(f'{self.name}_bucket{{le="+Inf"}} {state["n"]}')
+        lines += [f"{self.name}_sum {state['total']}", f"{self.name}_count {state['n']}"]
         return lines
 
 
@@ -61,24 +75,81 @@ class Metrics:
             self.batch_size.observe(size)
             self.batch_seconds.observe(seconds)
 
-    def render(self) -> str:
+    def snapshot(self) -> dict[str, Any]:
+        """Every counter, the queue depth now and the histograms, as plain JSON-able values."""
         with self._lock:
-            lines = [
-                f"# HELP {PREFIX}_requests_total /retrieve requests by HTTP status.",
-                f"# TYPE {PREFIX}_requests_total counter",
-            ]
-            lines += [f'{PREFIX}_requests_total{{status="{s}"}} {n}' for s, n in sorted(self.requests.items())]
-            lines += [
-                f"# HELP {PREFIX}_queries_total Queries answered.",
-                f"# TYPE {PREFIX}_queries_total counter",
-                f"{PREFIX}_queries_total {self.queries}",
-                f"# HELP {PREFIX}_batches_total Encode+search batches run.",
-                f"# TYPE {PREFIX}_batches_total counter",
-                f"{PREFIX}_batches_total {self.batches}",
-                f"# HELP {PREFIX}_queue_depth Queries waiting for a batch.",
-                f"# TYPE {PREFIX}_queue_depth gauge",
-                f"{PREFIX}_queue_depth {self.queue_depth()}",
-            ]
-            for hist in (self.latency, self.batch_size, self.batch_seconds):
-                lines += hist.render()
+            return {
+                "requests": dict(self.requests),
+                "queries": self.queries,
+                "batches": self.batches,
+                "queue_depth": self.queue_depth(),
+                **{key: hist.snapshot() for key, hist in self._histograms().items()},
+            }
+
+    def _histograms(self) -> dict[str, Histogram]:
+        return {"latency": self.latency, "batch_size": self.batch_size, "batch_seconds": self.batch_seconds}
+
+    def render(self, snapshot: dict[str, Any] | None = None) -> str:
+        """Prometheus text of ``snapshot`` (``snapshot()``'s shape, e.g. ``merge_snapshots``'), else of this one."""
+        state = self.snapshot() if snapshot is None else snapshot
+        lines = [
+            f"# HELP {PREFIX}_requests_total /retrieve requests by HTTP status.",
+            f"# TYPE {PREFIX}_requests_total counter",
+        ]
+        lines += [f'{PREFIX}_requests_total{{status="{s}"}} {n}' for s, n in sorted(state["requests"].items())]
+        lines += [
+            f"# HELP {PREFIX}_queries_total Queries answered.",
+            f"# TYPE {PREFIX}_queries_total counter",
+            f"{PREFIX}_queries_total {state['queries']}",
+            f"# HELP {PREFIX}_batches_total Encode+search batches run.",
+            f"# TYPE {PREFIX}_batches_total counter",
+            f"{PREFIX}_batches_total {state['batches']}",
+            f"# HELP {PREFIX}_queue_depth Queries waiting for a batch.",
+            f"# TYPE {PREFIX}_queue_depth gauge",
+            f"{PREFIX}_queue_depth {state['queue_depth']}",
+        ]
+        for key, hist in self._histograms().items():
+            lines += hist.render(state[key])
         return "\n".join(lines) + "\n"
+
+
+def merge_snapshots(snapshots: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The sum of several fronts' ``Metrics.snapshot()``s (counters, queue depths, histogram buckets)."""
+    merged: dict[str, Any] = {"requests": defaultdict(int), "queries": 0, "batches": 0, "queue_depth": 0}
+    for snap in snapshots:
+        for status, n in snap["requests"].items():
+            merged["requests"][status] += n
+        for key in ("queries", "batches", "queue_depth"):
+            merged[key] += snap[key]
+        for key in ("latency", "batch_size", "batch_seconds"):
+            hist = merged.setdefault(key, {"counts": [0] * len(snap[key]["counts"]), "total": 0.0, "n": 0})
+            hist["counts"] = [a + b for a, b in zip(hist["counts"], snap[key]["counts"], strict=True)]
+            hist["total"] += snap[key]["total"]
+            hist["n"] += snap[key]["n"]
+    merged["requests"] = dict(merged["requests"])
+    return merged
+
+
+class SharedMetrics:
+    """One front's ``Metrics`` shared with the other fronts of a service through ``directory``."""
+
+    def __init__(self, metrics: Metrics, directory: str | Path, index: int, interval: float = 1.0) -> None:
+        self.metrics, self.directory, self.index, self.interval = metrics, Path(directory), index, interval
+
+    def publish(self) -> None:
+        """Writes this front's snapshot (atomically: a reader sees the old one or the new one)."""
+        path = self.directory / f"front-{self.index}.json"
+        tmp = path.with_suffix(f".tmp{os.getpid()}")
+        tmp.write_text(json.dumps(self.metrics.snapshot()))
+        os.replace(tmp, path)
+
+    def render(self) -> str:
+        """The service's metrics: this front's now, every other front's as last published."""
+        self.publish()
+        snapshots = []
+        for path in sorted(self.directory.glob("front-*.json")):
+            try:
+                snapshots.append(json.loads(path.read_text()))
+            except (OSError, ValueError):  # a front that is gone, or (never: replace is atomic) a torn file
+                continue
+        return self.metrics.render(merge_snapshots(snapshots))

@@ -10,18 +10,23 @@ The protocol between fronts and worker is the streamed one (stream_worker.py): e
 batches in flight and, where the worker ships a tokenizer, tokenizes its queries itself; the worker runs one merged
 batch at a time over everything that has arrived (H100, 4 fronts, 256 clients: ~5.3k q/s, README).
 
-/metrics and /health are per front process: a scrape sees the counters of the front that answered it
-(sum over fronts = the service). Shutdown (SIGTERM/SIGINT to the supervisor): the fronts stop accepting
-and finish in-flight requests (their batchers drain through the worker), then the worker exits.
+/metrics answers for the whole service whichever front a scrape reaches: each front publishes its counters to a
+folder the supervisor made, every second, and sums everyone's when scraped (its own current, the others' at most 1 s
+old; metrics.SharedMetrics). /health is per front process.
+
+Shutdown (SIGTERM/SIGINT to the supervisor): the fronts stop accepting and finish in-flight requests (their batchers
+drain through the worker), then the worker exits.
 """
 
 from __future__ import annotations
 
 import logging
 import multiprocessing as mp
+import shutil
 import signal
 import socket
 import sys
+import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
@@ -78,10 +83,12 @@ def run_front(
     index: int,
     options: FrontOptions,
     tokenizer_pickle: bytes,
+    metrics_dir: str,
 ) -> None:
     """Process entry point of HTTP front `index`: the service app with its searches forwarded to the worker.
 
-    tokenizer_pickle: the pickled query tokenizer the worker shipped (pickled None: send strings)."""
+    tokenizer_pickle: the pickled query tokenizer the worker shipped (pickled None: send strings).
+    metrics_dir: the folder where the fronts publish their metrics for each other."""
     import os
     import pickle
 
@@ -107,7 +114,7 @@ def run_front(
     sock = reuseport_socket(config.host, config.port)
     server = uvicorn.Server(
         uvicorn.Config(
-            create_app(config, loader=loader),
+            create_app(config, loader=loader, shared_metrics=(metrics_dir, index)),
             log_level=options.log_level,
             access_log=False,
             timeout_graceful_shutdown=options.graceful_timeout,
@@ -199,9 +206,12 @@ def serve_multiprocess(
         worker.join(10)
         return 3
     num_docs, tokenizer_pickle = loaded
+    metrics_dir = tempfile.mkdtemp(prefix="mr-search-metrics-")
     fronts = [
         ctx.Process(
-            target=run_front, args=(config, conn, num_docs, i, options, tokenizer_pickle), name=f"mr-search-front-{i}"
+            target=run_front,
+            args=(config, conn, num_docs, i, options, tokenizer_pickle, metrics_dir),
+            name=f"mr-search-front-{i}",
         )
         for i, conn in enumerate(front_conns)
     ]
@@ -221,4 +231,5 @@ def serve_multiprocess(
     _stop_processes(fronts, options.graceful_timeout + 10)
     worker.join(30)  # every front's connection is closed now: the worker's loop ends
     _stop_processes([worker], 5)
+    shutil.rmtree(metrics_dir, ignore_errors=True)
     return status

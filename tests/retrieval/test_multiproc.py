@@ -113,6 +113,17 @@ async def test_multi_process_service_under_concurrent_load_has_no_failures(multi
         await asyncio.gather(*(client(s, i) for i in range(128)))
     assert len(statuses) >= 128
     assert set(statuses) == {200}, f"non-200 answers: {[x for x in statuses if x != 200][:10]}"
+    # /metrics counts the whole service whichever front answers (the others' counters are at most 1 s old).
+    await asyncio.sleep(1.5)
+    totals = set()
+    async with aiohttp.ClientSession(connector=aiohttp.TCPConnector(force_close=True)) as s:
+        for _ in range(6):
+            async with s.get(f"{multi.url}/metrics") as r:
+                text = await r.text()
+            totals.add(
+                int(re.search(r'^mr_search_retrieval_requests_total\{status="200"\} (\d+)$', text, re.M).group(1))
+            )
+    assert len(totals) == 1 and totals.pop() >= len(statuses)  # one front alone answered about half of them
 
 
 @pytest.mark.slow
