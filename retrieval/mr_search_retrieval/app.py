@@ -210,7 +210,10 @@ def create_app(
 
     async def publish_metrics(shared: SharedMetrics) -> None:
         while True:
-            shared.publish()
+            try:
+                shared.publish()
+            except OSError as err:  # the other fronts keep a stale copy; this front's own /metrics stays right
+                logger.warning("cannot publish this front's metrics to %s: %s", shared.directory, err)
             await asyncio.sleep(shared.interval)
 
     @asynccontextmanager
