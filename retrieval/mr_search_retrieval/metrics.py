@@ -8,6 +8,7 @@ publishes a front's snapshot to a folder the fronts share and answers ``/metrics
 from __future__ import annotations
 
 import bisect
+import contextlib
 import json
 import os
 import threading
@@ -138,16 +139,23 @@ class SharedMetrics:
 
     def publish(self) -> None:
         """Writes this front's snapshot (atomically: a reader sees the old one or the new one)."""
+        self._write(self.metrics.snapshot())
+
+    def _write(self, snapshot: dict[str, Any]) -> None:
         path = self.directory / f"front-{self.index}.json"
         tmp = path.with_suffix(f".tmp{os.getpid()}")
-        tmp.write_text(json.dumps(self.metrics.snapshot()))
+        tmp.write_text(json.dumps(snapshot))
         os.replace(tmp, path)
 
     def render(self) -> str:
         """The service's metrics: this front's now, every other front's as last published."""
-        self.publish()
-        snapshots = []
+        own = self.metrics.snapshot()
+        snapshots = [own]
+        with contextlib.suppress(OSError):  # the others then see a copy up to a publish interval old
+            self._write(own)
         for path in sorted(self.directory.glob("front-*.json")):
+            if path.name == f"front-{self.index}.json":
+                continue
             try:
                 snapshots.append(json.loads(path.read_text()))
             except (OSError, ValueError):  # a front that is gone, or (never: replace is atomic) a torn file

@@ -58,3 +58,10 @@ def test_merging_nothing_but_one_snapshot_is_that_snapshot() -> None:
     metrics = Metrics()
     metrics.observe_request(200, 1, 0.5)
     assert merge_snapshots([metrics.snapshot()]) == metrics.snapshot()
+
+
+def test_a_front_whose_folder_is_gone_still_answers_with_its_own_counters(tmp_path: Path) -> None:
+    metrics = Metrics()
+    metrics.observe_request(200, 1, 0.01)
+    shared = SharedMetrics(metrics, tmp_path / "removed", 0)
+    assert shared.render() == metrics.render()
