@@ -16,7 +16,7 @@ from pathlib import Path
 from mr_search.agent.tokens import EnvEncoder
 from mr_search.tiny_model import cache_root, ensure_tiny_model
 from mr_search.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
-from mr_search.warmstart.decision import decision_transcripts
+from mr_search.warmstart.decision import decision_transcripts, presence_windows
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import Encoded, encode_all
 from mr_search.warmstart.threads import ThreadTuner, TunerConfig, default_candidates
@@ -181,6 +181,8 @@ class WarmStartConfig:
             del fields["transcripts"]["outcome_feedback"]  # the option came later: builds without it keep their key
         if not self.transcripts.namesake_copy:
             del fields["transcripts"]["namesake_copy"]  # likewise (the namesake world's recipe v2 keeps its key)
+        if not self.transcripts.namesake_presence:
+            del fields["transcripts"]["namesake_presence"]  # likewise (every build before recipe 6)
         if not self.decision_steps:
             del fields["decision_steps"], fields["decision_batch_size"]  # likewise (every build before recipe 5)
         payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
@@ -191,10 +193,11 @@ class WarmStartConfig:
 # thought after the name's article repeats the sentence naming the question's profession); 4: recipe 3's transcripts
 # on a policy whose tokenizer has every word of a person's name as one token (``policy_config``,
 # ``TinyModelConfig.name_tokens``); 5: recipe 3 (plain tokenizer) with a decision stage (``decision_steps``: short
-# windows ending at the thought after N's article, namesake and control questions balanced; ``decision.py``). A recipe
-# is its config: each keeps its cache key (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the
-# first compare used).
-NAMESAKE_RECIPES = 5
+# windows ending at the thought after N's article, namesake and control questions balanced; ``decision.py``); 6: the
+# world's version 4 only (the presence check): ``namesake_presence`` transcripts and a decision stage of freshly drawn
+# groups (``decision.presence_windows``). A recipe is its config: each keeps its cache key
+# (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the first compare used).
+NAMESAKE_RECIPES = 6
 # The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
 # policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
 # 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
@@ -209,6 +212,13 @@ NAMESAKE_NAME_TOKENS_RECIPE = 4
 NAMESAKE_DECISION_RECIPE = 5
 NAMESAKE_DECISION_STEPS = 420
 
+# The recipe for the world's version 4 (``namesake.PRESENCE_VERSION``), and its decision stage: 600 steps x 24 =
+# 14,400 fresh windows (the one-off check, reports/compare_namesake/presence_check.py, fine-tuning recipe 5's policy on
+# such windows, was at chance after 300 steps x 24 and well above it after 500).
+NAMESAKE_PRESENCE_RECIPE = 6
+NAMESAKE_PRESENCE_DECISION_STEPS = 600
+NAMESAKE_PRESENCE_WORLD = 4
+
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
 # alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
 NAMESAKE_SINGLE_ATTEMPT_SHARE = 0.7
@@ -217,6 +227,20 @@ NAMESAKE_SINGLE_ATTEMPT_SHARE = 0.7
 def _check_namesake_recipe(caller: str, namesake_recipe: int) -> None:
     if not 1 <= namesake_recipe <= NAMESAKE_RECIPES:
         raise ValueError(f"{caller}: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPES}")
+
+
+def _check_recipe_fits_version(namesake_recipe: int) -> None:
+    """Recipe 6 is for the namesake world's version 4 (``$MR_SEARCH_NAMESAKE_VERSION``) and version 4 for recipe 6:
+    the other recipes' thoughts quote sentences that version 4's articles do not have."""
+    from mr_search_retrieval.embedded.variant import NAMESAKE_VERSION_ENV, namesake_version
+
+    version = namesake_version()
+    if (namesake_recipe == NAMESAKE_PRESENCE_RECIPE) != (version == NAMESAKE_PRESENCE_WORLD):
+        raise ValueError(
+            f"namesake recipe {namesake_recipe} does not fit the namesake world's version {version}: recipe "
+            f"{NAMESAKE_PRESENCE_RECIPE} is for version {NAMESAKE_PRESENCE_WORLD} only ({NAMESAKE_VERSION_ENV}="
+            f"{NAMESAKE_PRESENCE_WORLD} --namesake-recipe {NAMESAKE_PRESENCE_RECIPE}), recipes 1-5 for versions 2-3"
+        )
 
 
 def warmstart_config(
@@ -233,6 +257,14 @@ def warmstart_config(
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
     _check_namesake_recipe("warmstart_config", namesake_recipe)
+    _check_recipe_fits_version(namesake_recipe)
+    if namesake_recipe == NAMESAKE_PRESENCE_RECIPE:
+        transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_presence=True)
+        return WarmStartConfig(
+            transcripts=transcripts,
+            single_attempt_share=NAMESAKE_SINGLE_ATTEMPT_SHARE,
+            decision_steps=NAMESAKE_PRESENCE_DECISION_STEPS,
+        )
     transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_copy=namesake_recipe >= 3)
     share = NAMESAKE_SINGLE_ATTEMPT_SHARE if namesake_recipe >= 2 else WarmStartConfig().single_attempt_share
     decision = NAMESAKE_DECISION_STEPS if namesake_recipe == NAMESAKE_DECISION_RECIPE else 0
@@ -361,7 +393,10 @@ def decision_windows(
     if not config.decision_steps:
         return []
     count = config.decision_steps * config.decision_batch_size
-    drawn = decision_transcripts(questions, index, count, config.transcripts, seed=config.transcripts.seed + 2)
+    if config.transcripts.namesake_presence:
+        drawn = presence_windows(questions, index, count, seed=config.transcripts.seed + 2)
+    else:
+        drawn = decision_transcripts(questions, index, count, config.transcripts, seed=config.transcripts.seed + 2)
     return encode_all(drawn, tokenizer, env)
 
 
