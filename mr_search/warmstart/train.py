@@ -243,19 +243,28 @@ def _check_recipe_fits_version(namesake_recipe: int) -> None:
         )
 
 
+def default_namesake_recipe() -> int:
+    """The namesake world's default recipe for its version (``$MR_SEARCH_NAMESAKE_VERSION``): ``NAMESAKE_RECIPE``,
+    or ``NAMESAKE_PRESENCE_RECIPE`` for version ``NAMESAKE_PRESENCE_WORLD`` (the only recipe that fits it)."""
+    from mr_search_retrieval.embedded.variant import namesake_version
+
+    return NAMESAKE_PRESENCE_RECIPE if namesake_version() == NAMESAKE_PRESENCE_WORLD else NAMESAKE_RECIPE
+
+
 def warmstart_config(
-    outcome_feedback: bool = False, world: str = "default", namesake_recipe: int = NAMESAKE_RECIPE
+    outcome_feedback: bool = False, world: str = "default", namesake_recipe: int | None = None
 ) -> WarmStartConfig:
     """The default warm start, or (``outcome_feedback``) the one whose reflection turns say whether the previous
     answer was right, for training and evaluating with ``mr_search.episode.outcome_feedback`` (MAGE-style). In the
     ``namesake`` world (``MR_SEARCH_WORLD``) recipe ``namesake_recipe`` (1 to ``NAMESAKE_RECIPES``, default
-    ``NAMESAKE_RECIPE``): from 2 on, twice as
+    ``default_namesake_recipe()``: ``NAMESAKE_RECIPE``, 6 on the world's version 4): from 2 on, twice as
     many transcripts show all K attempts (``NAMESAKE_SINGLE_ATTEMPT_SHARE``); from 3 on, the thought after the
     name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``);
     4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
     (``NAMESAKE_DECISION_STEPS``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
+    namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
     _check_namesake_recipe("warmstart_config", namesake_recipe)
     _check_recipe_fits_version(namesake_recipe)
     if namesake_recipe == NAMESAKE_PRESENCE_RECIPE:
@@ -271,7 +280,7 @@ def warmstart_config(
     return WarmStartConfig(transcripts=transcripts, single_attempt_share=share, decision_steps=decision)
 
 
-def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe: int = NAMESAKE_RECIPE):
+def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe: int | None = None):
     """The ``TinyModelConfig`` the warm start of ``policy`` (a ``POLICY_SHAPES`` name) starts from: the shape as it
     is, or in the namesake world's recipe ``NAMESAKE_NAME_TOKENS_RECIPE``, with a tokenizer in which every word of a
     person's name is one token (``name_tokens``: its own cache key; the other recipes keep the plain base)."""
@@ -280,6 +289,7 @@ def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe:
     shape = policy_shape(policy)
     if world != "namesake":
         return shape
+    namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
     _check_namesake_recipe("policy_config", namesake_recipe)
     return replace(shape, name_tokens=True) if namesake_recipe == NAMESAKE_NAME_TOKENS_RECIPE else shape
 
