@@ -21,6 +21,7 @@ import argparse
 import json
 import logging
 import random
+import re
 import time
 from pathlib import Path
 
@@ -48,17 +49,30 @@ from mr_search_retrieval.embedded.world import build_world
 
 logger = logging.getLogger("presence_check")
 
-# The trained turn's thought, per kind: (retry: profession absent, control: present).
+# The trained turn's thought: (lead, retry's rest, control's rest); the deciding token is the first of the rest.
+# {p}: the question's profession, {k}: the one the passages name (the A's), {n}: N.
 THOUGHTS = {
     # The profession word copied first, the decision right after it ("is not" / "is in").
-    "copy": ("The {p} is not in the passages. I need to search for {p} {n}.", "The {p} is in the passages. {answer}"),
+    "copy": ("The {p} is", " not in the passages. I need to search for {p} {n}.", " in the passages. {answer}"),
     # The decision first ("I found no" / "I found the"), then the copy.
-    "direct": ("I found no {p}. I need to search for {p} {n}.", "{answer}"),
+    "direct": ("I found", " no {p}. I need to search for {p} {n}.", " the answer."),
+    # Both professions copied into the thought (the passages', then the question's), then the decision: a comparison
+    # of two words a few tokens apart.
+    "compare": ("Passages: {k}. Question: {p}.", " Not the same. I need to search for {p} {n}.", " The same. {answer}"),
 }
 
 
-def window(question: str, name: str, profession: str, passages: list[dict], answer: str, retry: bool, thought: str):
-    think = THOUGHTS[thought][0 if retry else 1].format(p=profession, n=name, answer=THINK_ANSWER)
+def thought_text(thought: str, retry: bool, profession: str, known: str, name: str) -> tuple[str, str]:
+    """``(lead, whole thought)`` of the trained turn."""
+    lead, retry_rest, control_rest = THOUGHTS[thought]
+    fields = {"p": profession, "k": known, "n": name, "answer": THINK_ANSWER}
+    return lead.format(**fields), (lead + (retry_rest if retry else control_rest)).format(**fields)
+
+
+def window(
+    question: str, name: str, profession: str, known: str, passages: list, answer: str, retry: bool, thought: str
+):
+    think = thought_text(thought, retry, profession, known, name)[1]
     turn = search_turn(think, f"{profession} {name}") if retry else answer_turn(think, answer)
     attempt = (
         Turn("model", search_turn(THINK_SEARCH, name), trained=False),
@@ -92,7 +106,7 @@ class Fresh:
         rng.shuffle(shown)
         docs = [{"contents": f'"{t}"\n{x}'} for t, x in shown]
         profession = other if retry else known
-        return f"Where was the {profession} {name} born?", name, profession, docs, (c2 if retry else c1).name
+        return f"Where was the {profession} {name} born?", name, profession, known, docs, (c2 if retry else c1).name
 
 
 def masked(encoded: Encoded, turn_ids: list[int], decision_at: int | None = None) -> Encoded:
@@ -107,10 +121,9 @@ def masked(encoded: Encoded, turn_ids: list[int], decision_at: int | None = None
     return Encoded(encoded.input_ids, mask, encoded.prompt_length, [0] * n)
 
 
-def decision_position(tokenizer, turn: str, profession: str, thought: str) -> int:
-    """The index, in ``turn``'s tokens, of the first token where the retry's and the control's turn differ."""
-    lead = {"copy": f"<think> The {profession} is", "direct": "<think> I found"}[thought]
-    ids, lead_ids = (tokenizer.encode(t, add_special_tokens=False) for t in (turn, lead))
+def decision_position(tokenizer, turn: str, lead: str) -> int:
+    """The index, in ``turn``'s tokens, of the first token after the thought's ``lead``: where the kinds differ."""
+    ids, lead_ids = (tokenizer.encode(t, add_special_tokens=False) for t in (turn, f"<think> {lead}"))
     if ids[: len(lead_ids)] != lead_ids:
         raise ValueError(f"decision_position: {lead!r} does not tokenize as a prefix of {turn!r}")
     return len(lead_ids)
@@ -130,38 +143,42 @@ def greedy(model, tokenizer, ids: list[int], max_new: int = 48) -> str:
 
 
 @torch.no_grad()
-def decision_right(model, tokenizer, enc: Encoded, turn: str, profession: str, retry: bool, thought: str) -> bool:
+def decision_right(model, tokenizer, enc: Encoded, turn: str, fields: tuple[str, str, str], retry: bool, thought: str):
     """Teacher-forced: at the deciding token, does the policy put more probability on its own kind's token than on
-    the other kind's?"""
+    the other kind's? ``fields``: (question's profession, passages' profession, N)."""
+    lead, _ = thought_text(thought, retry, *fields)
     turn_ids = tokenizer.encode(turn, add_special_tokens=False)
-    at = decision_position(tokenizer, turn, profession, thought)
-    name = "X"
-    other_turn = window("", name, profession, [], "X", not retry, thought)[1]
-    other_ids = tokenizer.encode(other_turn, add_special_tokens=False)
+    at = decision_position(tokenizer, turn, lead)
+    other_think = thought_text(thought, not retry, *fields)[1]
+    other_ids = tokenizer.encode(f"<think> {other_think}", add_special_tokens=False)
     mine, other = turn_ids[at], other_ids[at]
     if mine == other:
-        raise ValueError(f"decision_right: the two kinds' turns agree at token {at}: {turn!r} / {other_turn!r}")
+        raise ValueError(f"decision_right: the two kinds' turns agree at token {at}: {turn!r} / {other_think!r}")
     position = len(enc.input_ids) - len(turn_ids) + at
     logits = model(torch.tensor([enc.input_ids[:position]])).logits[0, -1]
     return bool(logits[mine] > logits[other])
 
 
-def score(model, tokenizer, windows: list[tuple[Transcript, str, bool, str, str, str]], thought: str) -> dict[str, int]:
+def score(model, tokenizer, windows: list[tuple], thought: str) -> dict[str, int]:
     counts = {"retry_n": 0, "retry_search": 0, "retry_query_exact": 0, "control_n": 0, "control_answer": 0}
     counts.update(control_answer_exact=0, retry_decision_token=0, control_decision_token=0)
     encoded = encode_all([w[0] for w in windows], tokenizer)
-    for (_, turn, retry, name, profession, answer), enc in zip(windows, encoded, strict=True):
+    for (_, turn, retry, name, profession, known, answer), enc in zip(windows, encoded, strict=True):
         turn_ids = tokenizer.encode(turn, add_special_tokens=False)
-        right = decision_right(model, tokenizer, enc, turn, profession, retry, thought)
+        right = decision_right(model, tokenizer, enc, turn, (profession, known, name), retry, thought)
         counts["retry_decision_token" if retry else "control_decision_token"] += right
         text = greedy(model, tokenizer, enc.input_ids[: len(enc.input_ids) - len(turn_ids)])
+        # The first action decides (the agent loop stops there); the runs in the report counted a continuation that
+        # holds both tags as neither, which can only undercount.
+        tags = [(text.find(tag), tag) for tag in ("<search>", "<answer>") if tag in text]
+        first = min(tags)[1] if tags else ""
         if retry:
             counts["retry_n"] += 1
-            counts["retry_search"] += "<search>" in text and "<answer>" not in text
+            counts["retry_search"] += first == "<search>"
             counts["retry_query_exact"] += f"<search> {profession} {name} </search>" in text
         else:
             counts["control_n"] += 1
-            counts["control_answer"] += "<answer>" in text and "<search>" not in text
+            counts["control_answer"] += first == "<answer>"
             counts["control_answer_exact"] += f"<answer> {answer} </answer>" in text
     return counts
 
@@ -176,8 +193,10 @@ def world_windows(rows: list[dict], corpus: list[dict], index: LexicalIndex, per
             profession = namesake_query(q["question"]).split()[0]
             docs = list(index.search(name, 3))
             retry = relation == RETRY_RELATION
-            transcript, turn = window(q["question"], name, profession, docs, q["golden_answers"][0], retry, thought)
-            out.append((transcript, turn, retry, name, profession, q["golden_answers"][0]))
+            known = re.search(r"was an? (\w+) born in", by_id[q["gold_doc_ids"][0]]["text"]).group(1)
+            answer = q["golden_answers"][0]
+            transcript, turn = window(q["question"], name, profession, known, docs, answer, retry, thought)
+            out.append((transcript, turn, retry, name, profession, known, answer))
     return out
 
 
@@ -235,8 +254,9 @@ def main() -> int:
         drawn = [window(*g, retry=i % 2 == 0, thought=args.thought) for i, g in enumerate(groups)]
         encoded = encode_all([t for t, _ in drawn], tokenizer)
         rows = []
-        for e, (_, turn), g in zip(encoded, drawn, groups, strict=True):
-            at = decision_position(tokenizer, turn, g[2], args.thought) if args.loss == "decision" else None
+        for i, (e, (_, turn), g) in enumerate(zip(encoded, drawn, groups, strict=True)):
+            lead = thought_text(args.thought, i % 2 == 0, g[2], g[3], g[1])[0]
+            at = decision_position(tokenizer, turn, lead) if args.loss == "decision" else None
             rows.append(masked(e, tokenizer.encode(turn, add_special_tokens=False), at))
         batch = pad_batch(rows, tokenizer.pad_token_id or 0, 2048)
         loss = causal_lm_loss(model, batch.ids, batch.labels)
