@@ -128,7 +128,8 @@ def presence_windows(
     words of the training namesake questions' names (never a name the corpus has), two professions and a city of
     theirs; one attempt: the search for N, three of the four passages about N's known namesake (the world's templates,
     ``namesake.presence_passages``), then the decision turn. Kinds alternate: a retry question (its profession absent:
-    ``THINK_ABSENT`` and the search "<profession> N") and a control (present: ``THINK_PRESENT`` and the answer)."""
+    ``THINK_ABSENT`` and the search "<profession> N") and a control (present: ``THINK_PRESENT`` and the answer). The
+    search for N is context (``trained`` False): the window teaches the decision turn only."""
     from mr_search_retrieval.embedded.namesake import NamesakeGroup, presence_passages
 
     rows = [row for row in questions if row.get("relation") in DECISION_RELATIONS]
@@ -163,7 +164,7 @@ def presence_windows(
         else:
             decision = answer_turn(THINK_PRESENT.format(profession=profession), city)
         attempt = (
-            Turn("model", search_turn(THINK_SEARCH, name)),
+            Turn("model", search_turn(THINK_SEARCH, name), trained=False),
             Turn("information", format_passages([{"contents": f'"{title}"\n{text}'} for title, text in shown])),
             Turn("model", decision),
         )

@@ -107,6 +107,7 @@ def test_presence_windows_are_fresh_groups_of_both_kinds(small_v4) -> None:
     titles = {doc["title"] for doc in index.docs}
     for number, window in enumerate(windows):
         search, information, decision = window.attempts[0]
+        assert not search.trained and decision.trained, "the window teaches the decision turn only"
         name = re.search(r"<search> (.+) </search>", search.text).group(1)
         profession = _profession(window.question)
         assert name not in titles, "a fresh name, not one of the world's"
@@ -124,7 +125,7 @@ def test_recipe_6_is_for_version_4_only(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
     config = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_PRESENCE_RECIPE)
     assert config.transcripts.namesake_presence and not config.transcripts.namesake_copy
-    assert config.decision_steps == NAMESAKE_PRESENCE_DECISION_STEPS
+    assert config.decision_steps == NAMESAKE_PRESENCE_DECISION_STEPS and config.decision_last and config.decision_lr
     with pytest.raises(ValueError, match="recipe 3 does not fit the namesake world's version 4"):
         warmstart_config(world="namesake", namesake_recipe=3)
     monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "3")
