@@ -567,7 +567,7 @@ def ensure_warmstart(
         decision = decision_windows(questions, index, config, tokenizer, env)
         logger.info(
             "warm start: %d transcripts (mean %.0f tokens, built in %.1fs); %d steps on %d-token windows, %d on "
-            "decision windows (%d, mean %.0f tokens), then %d on whole transcripts",
+            "decision windows (%d, mean %.0f tokens) and %d on whole transcripts, %s",
             len(examples),
             sum(len(e.input_ids) for e in examples) / len(examples),
             time.monotonic() - started,
@@ -577,6 +577,7 @@ def ensure_warmstart(
             len(decision),
             sum(len(e.input_ids) for e in decision) / max(1, len(decision)),
             config.steps,
+            "the decision windows last" if config.decision_last else "the whole transcripts last",
         )
 
         def report(step: int, loss: float) -> None:
