@@ -335,7 +335,9 @@ def causal_lm_loss(model, ids, labels, env_labels=None, env_weight: float = 0.0)
     import torch
     from transformers import DynamicCache
 
-    extra = env_labels is not None and env_weight > 0
+    # A batch without environment text to predict (recipe 6's decision windows) adds no term: the mean over no
+    # positions would be NaN.
+    extra = env_labels is not None and env_weight > 0 and bool((env_labels != -100).any())
     prefix = shared_prefix_length(ids, torch.maximum(labels, env_labels) if extra else labels)
     body = model.base_model
     if prefix >= 2:
