@@ -306,3 +306,16 @@ def test_a_namesake_slip_answers_the_namesakes_city_and_the_retry_searches_the_a
     (first,) = TranscriptBuilder(index, [row], TranscriptConfig(attempts=1)).build(row, random.Random(0)).attempts
     queries = [q for t in first for q in re.findall(r"<search> (.*?) </search>", t.text) if t.role == "model"]
     assert queries == ["Aldo Venn", "Drelo Kam"]
+
+
+def test_a_batch_without_environment_labels_adds_no_environment_term(index, mini_questions, tokenizer, tiny_policy):
+    """Recipe 6's decision windows train the decision turn only: the environment term must vanish, not turn NaN."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
+    examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 3, TranscriptConfig(seed=3))]
+    ids, _, labels, env_labels = pad_batch(examples, tokenizer.pad_token_id, 1024)
+    none = torch.full_like(env_labels, -100)
+    loss = causal_lm_loss(model, ids, labels, none, 0.5)
+    assert torch.isfinite(loss) and torch.allclose(loss, causal_lm_loss(model, ids, labels, None, 0.0))
