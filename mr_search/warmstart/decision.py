@@ -120,7 +120,7 @@ def decision_transcripts(
 
 
 def presence_windows(
-    questions: Sequence[Mapping[str, Any]], index: LexicalIndex, count: int, seed: int = 0
+    questions: Sequence[Mapping[str, Any]], index: LexicalIndex, count: int, seed: int = 0, train_search: bool = False
 ) -> list[Transcript]:
     """``count`` decision windows of the namesake world's version 4 (``TranscriptConfig.namesake_presence``), each a
     freshly drawn group, so the decision can only be learnt by reading (the one-off check in reports/compare_namesake
@@ -129,7 +129,7 @@ def presence_windows(
     theirs; one attempt: the search for N, three of the four passages about N's known namesake (the world's templates,
     ``namesake.presence_passages``), then the decision turn. Kinds alternate: a retry question (its profession absent:
     ``THINK_ABSENT`` and the search "<profession> N") and a control (present: ``THINK_PRESENT`` and the answer). The
-    search for N is context (``trained`` False): the window teaches the decision turn only."""
+    search for N is context (``trained`` False) unless ``train_search``."""
     from mr_search_retrieval.embedded.namesake import NamesakeGroup, presence_passages
 
     rows = [row for row in questions if row.get("relation") in DECISION_RELATIONS]
@@ -164,7 +164,7 @@ def presence_windows(
         else:
             decision = answer_turn(THINK_PRESENT.format(profession=profession), city)
         attempt = (
-            Turn("model", search_turn(THINK_SEARCH, name), trained=False),
+            Turn("model", search_turn(THINK_SEARCH, name), trained=train_search),
             Turn("information", format_passages([{"contents": f'"{title}"\n{text}'} for title, text in shown])),
             Turn("model", decision),
         )

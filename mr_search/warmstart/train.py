@@ -114,6 +114,7 @@ class WarmStartConfig:
         decision_last: the decision stage comes after the whole transcripts (the last thing the policy practises, as
             in the one-off check that learnt version 4's decision) instead of before them.
         decision_lr: a constant learning rate for the decision stage (0: the schedule's, as before recipe 6).
+        decision_search_loss: recipe 6's decision windows train their search for N too (off: context only).
         steps: optimizer steps on whole transcripts.
         batch_size: transcripts per step (batches group transcripts of similar length).
         lr: peak learning rate (AdamW, linear warm-up, constant, then linear decay to 10% over the last 20%).
@@ -137,6 +138,7 @@ class WarmStartConfig:
     decision_batch_size: int = 24
     decision_last: bool = False
     decision_lr: float = 0.0
+    decision_search_loss: bool = False
     steps: int = 200
     batch_size: int = 16
     lr: float = 6e-3
@@ -196,6 +198,8 @@ class WarmStartConfig:
             del fields["decision_last"]  # likewise (every build before recipe 6)
         if not self.decision_lr:
             del fields["decision_lr"]  # likewise
+        if not self.decision_search_loss:
+            del fields["decision_search_loss"]  # likewise
         payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
@@ -229,6 +233,9 @@ NAMESAKE_DECISION_STEPS = 420
 # The stage comes last and runs at the check's constant learning rate: a first build with it between the window stage
 # and the whole transcripts, at the schedule's rate (6e-3) and with the loss on the search and the passages too, did not
 # learn the decision (its thought said "is in the passages" for every probed question; investigation.md).
+# A second build with the stage last at 1e-3 but the search for N untrained in its windows learnt the decision, and its
+# first searches became "<profession> N" ("I need to search for <profession> N."), name copying 4% exact: the windows
+# now train that search too (decision_search_loss).
 NAMESAKE_PRESENCE_RECIPE = 6
 NAMESAKE_PRESENCE_DECISION_STEPS = 600
 NAMESAKE_PRESENCE_DECISION_LR = 1e-3
@@ -290,6 +297,7 @@ def warmstart_config(
             decision_steps=NAMESAKE_PRESENCE_DECISION_STEPS,
             decision_last=True,
             decision_lr=NAMESAKE_PRESENCE_DECISION_LR,
+            decision_search_loss=True,
         )
     transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_copy=namesake_recipe >= 3)
     share = NAMESAKE_SINGLE_ATTEMPT_SHARE if namesake_recipe >= 2 else WarmStartConfig().single_attempt_share
@@ -423,9 +431,11 @@ def decision_windows(
         return []
     count = config.decision_steps * config.decision_batch_size
     if config.transcripts.namesake_presence:
-        # As in the check that learnt it: the loss on the decision turn only (presence_windows' search for N is
-        # context), none on the passages.
-        drawn = presence_windows(questions, index, count, seed=config.transcripts.seed + 2)
+        # As in the check that learnt it: no loss on the passages, and (decision_search_loss off) none on the search
+        # for N either.
+        drawn = presence_windows(
+            questions, index, count, seed=config.transcripts.seed + 2, train_search=config.decision_search_loss
+        )
         encoded = encode_all(drawn, tokenizer, env)
         return [replace(e, env_mask=[0] * len(e.env_mask)) for e in encoded]
     else:

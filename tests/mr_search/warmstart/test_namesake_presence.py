@@ -126,6 +126,7 @@ def test_recipe_6_is_for_version_4_only(monkeypatch: pytest.MonkeyPatch) -> None
     config = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_PRESENCE_RECIPE)
     assert config.transcripts.namesake_presence and not config.transcripts.namesake_copy
     assert config.decision_steps == NAMESAKE_PRESENCE_DECISION_STEPS and config.decision_last and config.decision_lr
+    assert config.decision_search_loss
     with pytest.raises(ValueError, match="recipe 3 does not fit the namesake world's version 4"):
         warmstart_config(world="namesake", namesake_recipe=3)
     monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "3")
