@@ -136,3 +136,18 @@ def test_recipe_6_is_for_version_4_only(monkeypatch: pytest.MonkeyPatch) -> None
     assert key not in {warmstart_config(world="namesake", namesake_recipe=r).key() for r in range(1, 6)}
     with pytest.raises(ValueError, match="exclude each other"):
         TranscriptConfig(namesake_copy=True, namesake_presence=True)
+
+
+def test_the_probe_counts_the_reformulation_as_v4s_second_hop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mr_search.warmstart.probe import _presence_queries
+
+    rows = [
+        {"extra_info": {"id": "a", "question": "Where was the sailor Aldo Venn born?", "relation": RETRY_RELATION}},
+        {"extra_info": {"id": "b", "question": "Where was the painter Aldo Venn born?", "relation": CONTROL_RELATION}},
+        {"extra_info": {"id": "c", "question": "Where was Aldo Venn born?", "relation": "birthplace"}},
+    ]
+    monkeypatch.setenv("MR_SEARCH_WORLD", "namesake")
+    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
+    assert _presence_queries(rows) == {"a": "sailor Aldo Venn"}
+    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "3")
+    assert _presence_queries(rows) == {}, "before version 4 the second hop is the alias's title"
