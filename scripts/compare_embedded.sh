@@ -42,14 +42,15 @@ WORK_DIR="${WORK_DIR:-}"                # empty: runs/compare/<date>
 WORLD="${WORLD:-default}"               # default | namesake: the embedded world (MR_SEARCH_WORLD; the namesake one
                                        # is cached under $MR_SEARCH_CACHE/worlds/namesake)
 POLICY="${POLICY:-tiny}"                # tiny | small: the tiny policy's shape the warm start trains
-NAMESAKE_VERSION="${NAMESAKE_VERSION:-}"  # WORLD=namesake only: 2 | 3, the namesake world's version (empty:
-                                       # $MR_SEARCH_NAMESAKE_VERSION, else 2; 3 is cached under worlds/namesake-v3)
+NAMESAKE_VERSION="${NAMESAKE_VERSION:-}"  # WORLD=namesake only: 2 | 3 | 4, the namesake world's version (empty:
+                                       # $MR_SEARCH_NAMESAKE_VERSION, else 2; 3 and 4 are cached under
+                                       # worlds/namesake-v3, -v4; 4 builds the warm start's recipe 6)
 [[ "$WORLD" =~ ^(default|namesake)$ ]] || { echo "compare_embedded.sh: WORLD=$WORLD is not valid; use default or namesake" >&2; exit 1; }
 [[ -z "$NAMESAKE_VERSION" || "$WORLD" == namesake ]] \
   || { echo "compare_embedded.sh: NAMESAKE_VERSION=$NAMESAKE_VERSION needs WORLD=namesake" >&2; exit 1; }
 [[ "$WORLD" != namesake ]] || NAMESAKE_VERSION="${NAMESAKE_VERSION:-${MR_SEARCH_NAMESAKE_VERSION:-2}}"
-[[ "$NAMESAKE_VERSION" =~ ^[23]?$ ]] \
-  || { echo "compare_embedded.sh: NAMESAKE_VERSION=$NAMESAKE_VERSION is not valid; use 2 or 3 (or leave it empty)" >&2; exit 1; }
+[[ "$NAMESAKE_VERSION" =~ ^[234]?$ ]] \
+  || { echo "compare_embedded.sh: NAMESAKE_VERSION=$NAMESAKE_VERSION is not valid; use 2, 3 or 4 (or leave it empty)" >&2; exit 1; }
 if [[ "$WORLD" == default ]]; then
   REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_embedded}"
   RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"

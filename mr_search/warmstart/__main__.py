@@ -22,11 +22,13 @@ def add_namesake_recipe(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--namesake-recipe",
         type=int,
-        default=NAMESAKE_RECIPE,
+        default=None,
         help=f"in the namesake world (MR_SEARCH_WORLD=namesake), the warm-start recipe (1-{NAMESAKE_RECIPES}, default "
-        f"{NAMESAKE_RECIPE}; 2 is the build reports/compare_namesake's first run used; 4 starts from a policy whose "
-        "tokenizer has each person-name word as one token; 5 adds a decision stage to 3; "
-        "mr_search.warmstart.train.NAMESAKE_RECIPE)",
+        f"{NAMESAKE_RECIPE}, or 6 on the world's version 4; 2 is the build reports/compare_namesake's first run used; "
+        "4 starts from a policy whose "
+        "tokenizer has each person-name word as one token; 5 adds a decision stage to 3; 6 is for world version 4 "
+        "(MR_SEARCH_NAMESAKE_VERSION=4: the presence check) and the only one for it; "
+        "mr_search.warmstart.train.default_namesake_recipe)",
     )
 
 

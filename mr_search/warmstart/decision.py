@@ -10,6 +10,10 @@ article among the passages, then ``<think> The sailor Aldo Venn is better known 
 it. </think>`` or ``<think> The painter Aldo Venn was born in Kumholt. I found the answer. </think>``): many of them,
 namesake and control questions in equal numbers and each (kind, profession) equally often, so neither the kind nor the
 profession word alone predicts the sentence: only matching the question's profession word against the article does.
+
+Version 4 of the world (``presence_windows``, recipe 6) makes the decision a presence check: N's passages are about
+one namesake only, and a window ends with the turn after them: "The sailor is not in the passages. I need to search
+for sailor Aldo Venn." and that search, or "The painter is in the passages. I found the answer." and the answer.
 """
 
 from __future__ import annotations
@@ -21,14 +25,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
+from mr_search.prompts import format_passages
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.transcripts import (
     NAMESAKE_CONTROL_RELATION,
     NAMESAKE_RELATION,
+    THINK_ABSENT,
+    THINK_PRESENT,
+    THINK_SEARCH,
     Transcript,
     TranscriptBuilder,
     TranscriptConfig,
     Turn,
+    answer_turn,
+    search_turn,
 )
 
 DECISION_RELATIONS = (NAMESAKE_RELATION, NAMESAKE_CONTROL_RELATION)
@@ -106,4 +116,58 @@ def decision_transcripts(
         if key not in memo:
             memo[key] = decision_transcript(builder, row)
         out.append(memo[key])
+    return out
+
+
+def presence_windows(
+    questions: Sequence[Mapping[str, Any]], index: LexicalIndex, count: int, seed: int = 0, train_search: bool = False
+) -> list[Transcript]:
+    """``count`` decision windows of the namesake world's version 4 (``TranscriptConfig.namesake_presence``), each a
+    freshly drawn group, so the decision can only be learnt by reading (the one-off check in reports/compare_namesake
+    learnt it from fresh groups and not from a few hundred repeated ones): a name N recombined from the first and last
+    words of the training namesake questions' names (never a name the corpus has), two professions and a city of
+    theirs; one attempt: the search for N, three of the four passages about N's known namesake (the world's templates,
+    ``namesake.presence_passages``), then the decision turn. Kinds alternate: a retry question (its profession absent:
+    ``THINK_ABSENT`` and the search "<profession> N") and a control (present: ``THINK_PRESENT`` and the answer). The
+    search for N is context (``trained`` False) unless ``train_search``."""
+    from mr_search_retrieval.embedded.namesake import NamesakeGroup, presence_passages
+
+    rows = [row for row in questions if row.get("relation") in DECISION_RELATIONS]
+    if not rows:
+        raise ValueError(
+            "presence_windows: no namesake or control training question; the decision stage needs the namesake world "
+            "(MR_SEARCH_WORLD=namesake MR_SEARCH_NAMESAKE_VERSION=4)"
+        )
+    names = [str(index.doc(str(row["gold_doc_ids"][0]))["title"]) for row in rows]
+    firsts = sorted({name.split()[0] for name in names})
+    lasts = sorted({name.split()[-1] for name in names})
+    pairs = zip(rows, names, strict=True)
+    professions = sorted({question_profession(str(row["question"]), name) for row, name in pairs})
+    cities = sorted({str(row["golden_answers"][0]) for row in rows})
+    taken = {str(doc["title"]) for doc in index.docs}
+    rng = random.Random(f"presence-{seed}")
+    out = []
+    for number in range(count):
+        retry = number % 2 == 0
+        name = f"{rng.choice(firsts)} {rng.choice(lasts)}"
+        while name in taken or name.split()[0] == name.split()[-1]:
+            name = f"{rng.choice(firsts)} {rng.choice(lasts)}"
+        known, other = rng.sample(professions, 2)
+        city, other_city = rng.sample(cities, 2)
+        about, _ = presence_passages(NamesakeGroup(name, known, city, other, other_city, ""))
+        shown = [about[0], *rng.sample(about[1:], 2)] if rng.random() < 0.9 else rng.sample(about[1:], 3)
+        rng.shuffle(shown)
+        profession = other if retry else known
+        if retry:
+            think = THINK_ABSENT.format(profession=profession, name=name)
+            decision = search_turn(think, f"{profession} {name}")
+        else:
+            decision = answer_turn(THINK_PRESENT.format(profession=profession), city)
+        attempt = (
+            Turn("model", search_turn(THINK_SEARCH, name), trained=train_search),
+            Turn("information", format_passages([{"contents": f'"{title}"\n{text}'} for title, text in shown])),
+            Turn("model", decision),
+        )
+        question = f"Where was the {profession} {name} born?"
+        out.append(Transcript(question, (other_city if retry else city,), (attempt,), (True,)))
     return out

@@ -26,7 +26,7 @@ questions per data source of the embedded world, and prints (as JSON):
   one, how often the last attempt is wrong (broken) (``retry_outcomes``); ``greedy_em_at_k_by_source``;
 - ``greedy_second_hop_searched`` / ``sampled_...`` by data source: of the meta-episodes on questions with a second
   gold passage, how many search its title (case aside) in some attempt (the bridge entity of a two-hop question,
-  the alias of a namesake one);
+  the alias of a namesake one; in the namesake world's version 4, the reformulation "<profession> <name>" instead);
 - ``query_is_entity_by_source`` and ``query_is_entity_by_name_tokens``: the name-copy accuracy (greedy first
   queries exactly the name) per data source, and by how many tokens of the policy's tokenizer the name is after a
   space (``{"questions": n, "exact": m}``): does copying fail on names of many pieces?
@@ -399,6 +399,7 @@ def probe(
         for row in rows
         if len(row["extra_info"]["gold_doc_ids"]) > 1
     }
+    second_hops.update(_presence_queries(rows))
     if url:
         from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
 
@@ -411,6 +412,22 @@ def probe(
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     name_tokens = {uid: len(tokenizer.encode(f" {name}", add_special_tokens=False)) for uid, name in entities.items()}
     return summarize(greedy, sampled, entities, attempts, second_hops, name_tokens, _trained_words()), greedy
+
+
+def _presence_queries(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """In the namesake world's version 4, question uid -> the reformulation its namesake questions need ("sailor Aldo
+    Venn", ``namesake.namesake_query``), which stands for the second gold passage's title as the search the world
+    rewards (``second_hop_searched``, ``namesake_thoughts``' alias); empty in any other world or version."""
+    from mr_search_retrieval.embedded.namesake import PRESENCE_VERSION, RETRY_RELATION, namesake_query
+    from mr_search_retrieval.embedded.variant import namesake_version, world_variant
+
+    if world_variant() != "namesake" or namesake_version() < PRESENCE_VERSION:
+        return {}
+    return {
+        str(row["extra_info"]["id"]): namesake_query(str(row["extra_info"]["question"]))
+        for row in rows
+        if row["extra_info"].get("relation") == RETRY_RELATION
+    }
 
 
 def _titles() -> dict[str, str]:

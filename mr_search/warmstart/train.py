@@ -16,7 +16,7 @@ from pathlib import Path
 from mr_search.agent.tokens import EnvEncoder
 from mr_search.tiny_model import cache_root, ensure_tiny_model
 from mr_search.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
-from mr_search.warmstart.decision import decision_transcripts
+from mr_search.warmstart.decision import decision_transcripts, presence_windows
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import Encoded, encode_all
 from mr_search.warmstart.threads import ThreadTuner, TunerConfig, default_candidates
@@ -111,6 +111,10 @@ class WarmStartConfig:
             stage: ``decision_batch_size`` windows a step, each a namesake or control question ending right after
             the thought that follows N's article (``decision.py``).
         decision_batch_size: decision windows per step.
+        decision_last: the decision stage comes after the whole transcripts (the last thing the policy practises, as
+            in the one-off check that learnt version 4's decision) instead of before them.
+        decision_lr: a constant learning rate for the decision stage (0: the schedule's, as before recipe 6).
+        decision_search_loss: recipe 6's decision windows train their search for N too (off: context only).
         steps: optimizer steps on whole transcripts.
         batch_size: transcripts per step (batches group transcripts of similar length).
         lr: peak learning rate (AdamW, linear warm-up, constant, then linear decay to 10% over the last 20%).
@@ -132,6 +136,9 @@ class WarmStartConfig:
     window_anchor_share: float = 0.5
     decision_steps: int = 0
     decision_batch_size: int = 24
+    decision_last: bool = False
+    decision_lr: float = 0.0
+    decision_search_loss: bool = False
     steps: int = 200
     batch_size: int = 16
     lr: float = 6e-3
@@ -162,6 +169,8 @@ class WarmStartConfig:
             raise ValueError(f"WarmStartConfig.env_loss_weight={self.env_loss_weight}: use a weight >= 0 (0: off)")
         if not 0.0 < self.adam_beta2 < 1.0:
             raise ValueError(f"WarmStartConfig.adam_beta2={self.adam_beta2}: use a value in (0, 1)")
+        if not 0.0 <= self.decision_lr < 1.0:
+            raise ValueError(f"WarmStartConfig.decision_lr={self.decision_lr}: use 0 (the schedule's) or a rate < 1")
         if not 0.0 < self.lr < 1.0:
             raise ValueError(f"WarmStartConfig.lr={self.lr}: use a learning rate in (0, 1)")
         if not 0 <= self.warmup_steps <= self.total_steps:
@@ -181,8 +190,16 @@ class WarmStartConfig:
             del fields["transcripts"]["outcome_feedback"]  # the option came later: builds without it keep their key
         if not self.transcripts.namesake_copy:
             del fields["transcripts"]["namesake_copy"]  # likewise (the namesake world's recipe v2 keeps its key)
+        if not self.transcripts.namesake_presence:
+            del fields["transcripts"]["namesake_presence"]  # likewise (every build before recipe 6)
         if not self.decision_steps:
             del fields["decision_steps"], fields["decision_batch_size"]  # likewise (every build before recipe 5)
+        if not self.decision_last:
+            del fields["decision_last"]  # likewise (every build before recipe 6)
+        if not self.decision_lr:
+            del fields["decision_lr"]  # likewise
+        if not self.decision_search_loss:
+            del fields["decision_search_loss"]  # likewise
         payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
@@ -191,10 +208,11 @@ class WarmStartConfig:
 # thought after the name's article repeats the sentence naming the question's profession); 4: recipe 3's transcripts
 # on a policy whose tokenizer has every word of a person's name as one token (``policy_config``,
 # ``TinyModelConfig.name_tokens``); 5: recipe 3 (plain tokenizer) with a decision stage (``decision_steps``: short
-# windows ending at the thought after N's article, namesake and control questions balanced; ``decision.py``). A recipe
-# is its config: each keeps its cache key (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the
-# first compare used).
-NAMESAKE_RECIPES = 5
+# windows ending at the thought after N's article, namesake and control questions balanced; ``decision.py``); 6: the
+# world's version 4 only (the presence check): ``namesake_presence`` transcripts and a decision stage of freshly drawn
+# groups (``decision.presence_windows``). A recipe is its config: each keeps its cache key
+# (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the first compare used).
+NAMESAKE_RECIPES = 6
 # The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
 # policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
 # 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
@@ -209,6 +227,20 @@ NAMESAKE_NAME_TOKENS_RECIPE = 4
 NAMESAKE_DECISION_RECIPE = 5
 NAMESAKE_DECISION_STEPS = 420
 
+# The recipe for the world's version 4 (``namesake.PRESENCE_VERSION``), and its decision stage: 600 steps x 24 =
+# 14,400 fresh windows (the one-off check, reports/compare_namesake/presence_check.py, fine-tuning recipe 5's policy on
+# such windows, was at chance after 300 steps x 24 and well above it after 500).
+# The stage comes last and runs at the check's constant learning rate: a first build with it between the window stage
+# and the whole transcripts, at the schedule's rate (6e-3) and with the loss on the search and the passages too, did not
+# learn the decision (its thought said "is in the passages" for every probed question; investigation.md).
+# A second build with the stage last at 1e-3 but the search for N untrained in its windows learnt the decision, and its
+# first searches became "<profession> N" ("I need to search for <profession> N."), name copying 4% exact: the windows
+# now train that search too (decision_search_loss).
+NAMESAKE_PRESENCE_RECIPE = 6
+NAMESAKE_PRESENCE_DECISION_STEPS = 600
+NAMESAKE_PRESENCE_DECISION_LR = 1e-3
+NAMESAKE_PRESENCE_WORLD = 4
+
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
 # alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
 NAMESAKE_SINGLE_ATTEMPT_SHARE = 0.7
@@ -219,27 +251,61 @@ def _check_namesake_recipe(caller: str, namesake_recipe: int) -> None:
         raise ValueError(f"{caller}: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPES}")
 
 
+def _check_recipe_fits_version(namesake_recipe: int) -> None:
+    """Recipe 6 is for the namesake world's version 4 (``$MR_SEARCH_NAMESAKE_VERSION``) and version 4 for recipe 6:
+    the other recipes' thoughts quote sentences that version 4's articles do not have."""
+    from mr_search_retrieval.embedded.variant import NAMESAKE_VERSION_ENV, namesake_version
+
+    version = namesake_version()
+    if (namesake_recipe == NAMESAKE_PRESENCE_RECIPE) != (version == NAMESAKE_PRESENCE_WORLD):
+        raise ValueError(
+            f"namesake recipe {namesake_recipe} does not fit the namesake world's version {version}: recipe "
+            f"{NAMESAKE_PRESENCE_RECIPE} is for version {NAMESAKE_PRESENCE_WORLD} only ({NAMESAKE_VERSION_ENV}="
+            f"{NAMESAKE_PRESENCE_WORLD} --namesake-recipe {NAMESAKE_PRESENCE_RECIPE}), recipes 1-5 for versions 2-3"
+        )
+
+
+def default_namesake_recipe() -> int:
+    """The namesake world's default recipe for its version (``$MR_SEARCH_NAMESAKE_VERSION``): ``NAMESAKE_RECIPE``,
+    or ``NAMESAKE_PRESENCE_RECIPE`` for version ``NAMESAKE_PRESENCE_WORLD`` (the only recipe that fits it)."""
+    from mr_search_retrieval.embedded.variant import namesake_version
+
+    return NAMESAKE_PRESENCE_RECIPE if namesake_version() == NAMESAKE_PRESENCE_WORLD else NAMESAKE_RECIPE
+
+
 def warmstart_config(
-    outcome_feedback: bool = False, world: str = "default", namesake_recipe: int = NAMESAKE_RECIPE
+    outcome_feedback: bool = False, world: str = "default", namesake_recipe: int | None = None
 ) -> WarmStartConfig:
     """The default warm start, or (``outcome_feedback``) the one whose reflection turns say whether the previous
     answer was right, for training and evaluating with ``mr_search.episode.outcome_feedback`` (MAGE-style). In the
     ``namesake`` world (``MR_SEARCH_WORLD``) recipe ``namesake_recipe`` (1 to ``NAMESAKE_RECIPES``, default
-    ``NAMESAKE_RECIPE``): from 2 on, twice as
+    ``default_namesake_recipe()``: ``NAMESAKE_RECIPE``, 6 on the world's version 4): from 2 on, twice as
     many transcripts show all K attempts (``NAMESAKE_SINGLE_ATTEMPT_SHARE``); from 3 on, the thought after the
     name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``);
     4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
     (``NAMESAKE_DECISION_STEPS``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
+    namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
     _check_namesake_recipe("warmstart_config", namesake_recipe)
+    _check_recipe_fits_version(namesake_recipe)
+    if namesake_recipe == NAMESAKE_PRESENCE_RECIPE:
+        transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_presence=True)
+        return WarmStartConfig(
+            transcripts=transcripts,
+            single_attempt_share=NAMESAKE_SINGLE_ATTEMPT_SHARE,
+            decision_steps=NAMESAKE_PRESENCE_DECISION_STEPS,
+            decision_last=True,
+            decision_lr=NAMESAKE_PRESENCE_DECISION_LR,
+            decision_search_loss=True,
+        )
     transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_copy=namesake_recipe >= 3)
     share = NAMESAKE_SINGLE_ATTEMPT_SHARE if namesake_recipe >= 2 else WarmStartConfig().single_attempt_share
     decision = NAMESAKE_DECISION_STEPS if namesake_recipe == NAMESAKE_DECISION_RECIPE else 0
     return WarmStartConfig(transcripts=transcripts, single_attempt_share=share, decision_steps=decision)
 
 
-def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe: int = NAMESAKE_RECIPE):
+def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe: int | None = None):
     """The ``TinyModelConfig`` the warm start of ``policy`` (a ``POLICY_SHAPES`` name) starts from: the shape as it
     is, or in the namesake world's recipe ``NAMESAKE_NAME_TOKENS_RECIPE``, with a tokenizer in which every word of a
     person's name is one token (``name_tokens``: its own cache key; the other recipes keep the plain base)."""
@@ -248,6 +314,7 @@ def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe:
     shape = policy_shape(policy)
     if world != "namesake":
         return shape
+    namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
     _check_namesake_recipe("policy_config", namesake_recipe)
     return replace(shape, name_tokens=True) if namesake_recipe == NAMESAKE_NAME_TOKENS_RECIPE else shape
 
@@ -276,7 +343,9 @@ def causal_lm_loss(model, ids, labels, env_labels=None, env_weight: float = 0.0)
     import torch
     from transformers import DynamicCache
 
-    extra = env_labels is not None and env_weight > 0
+    # A batch without environment text to predict (recipe 6's decision windows) adds no term: the mean over no
+    # positions would be NaN.
+    extra = env_labels is not None and env_weight > 0 and bool((env_labels != -100).any())
     prefix = shared_prefix_length(ids, torch.maximum(labels, env_labels) if extra else labels)
     body = model.base_model
     if prefix >= 2:
@@ -361,7 +430,16 @@ def decision_windows(
     if not config.decision_steps:
         return []
     count = config.decision_steps * config.decision_batch_size
-    drawn = decision_transcripts(questions, index, count, config.transcripts, seed=config.transcripts.seed + 2)
+    if config.transcripts.namesake_presence:
+        # As in the check that learnt it: no loss on the passages, and (decision_search_loss off) none on the search
+        # for N either.
+        drawn = presence_windows(
+            questions, index, count, seed=config.transcripts.seed + 2, train_search=config.decision_search_loss
+        )
+        encoded = encode_all(drawn, tokenizer, env)
+        return [replace(e, env_mask=[0] * len(e.env_mask)) for e in encoded]
+    else:
+        drawn = decision_transcripts(questions, index, count, config.transcripts, seed=config.transcripts.seed + 2)
     return encode_all(drawn, tokenizer, env)
 
 
@@ -391,7 +469,12 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
     total = config.total_steps
     decay_from = max(config.warmup_steps, int(0.8 * total))
 
+    decision_from = config.window_steps + (config.steps if config.decision_last else 0)
+    decision_to = decision_from + config.decision_steps
+
     def schedule(step: int) -> float:
+        if config.decision_lr and decision_from <= step < decision_to:
+            return config.decision_lr / config.lr
         if step < config.warmup_steps:
             return (step + 1) / (config.warmup_steps + 1)
         if step < decay_from:
@@ -402,14 +485,14 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
     model.train()
     losses: list[float] = []
     batches: list[list[int]] = []
-    whole_from = config.window_steps + config.decision_steps
+    # Stages: windows, then decision windows and whole transcripts in the configured order.
     for step in range(total):
-        if step in (config.window_steps, whole_from) and step and tuner is not None:
+        if step in (config.window_steps, decision_from, decision_to) and step and tuner is not None:
             tuner.forget()  # each stage costs differently per token: compare thread counts afresh
         if step < config.window_steps:
             batch = windows.batch(config.window_batch_size, pad_id)
-        elif step < whole_from:
-            first = (step - config.window_steps) * config.decision_batch_size
+        elif decision_from <= step < decision_to:
+            first = (step - decision_from) * config.decision_batch_size
             rows = [decision[(first + i) % len(decision)] for i in range(config.decision_batch_size)]
             batch = pad_batch(rows, pad_id, config.max_length)
         else:
@@ -496,7 +579,7 @@ def ensure_warmstart(
         decision = decision_windows(questions, index, config, tokenizer, env)
         logger.info(
             "warm start: %d transcripts (mean %.0f tokens, built in %.1fs); %d steps on %d-token windows, %d on "
-            "decision windows (%d, mean %.0f tokens), then %d on whole transcripts",
+            "decision windows (%d, mean %.0f tokens) and %d on whole transcripts, %s",
             len(examples),
             sum(len(e.input_ids) for e in examples) / len(examples),
             time.monotonic() - started,
@@ -506,6 +589,7 @@ def ensure_warmstart(
             len(decision),
             sum(len(e.input_ids) for e in decision) / max(1, len(decision)),
             config.steps,
+            "the decision windows last" if config.decision_last else "the whole transcripts last",
         )
 
         def report(step: int, loss: float) -> None:

@@ -23,6 +23,12 @@ sailor Aldo Venn is better known as Drelo Kam. I need to search for it."; for a 
 Venn was born in Kumholt. I found the answer."): which namesake the question means is then decided by copying one
 word of the question, and the alias (or the city) by copying from a line the policy has just written.
 
+With ``namesake_presence`` (the namesake world's version 4, recipe 6) N's passages are about one namesake only and the
+decision is whether the question's profession word occurs in them: the thought after them copies that word and says
+whether it is there ("The sailor is not in the passages. I need to search for sailor Aldo Venn." then that search;
+for a control question "The painter is in the passages. I found the answer."), and a retry after the hasty slip starts
+"My previous answer may be wrong. The sailor is not in the passages. ...".
+
 With ``outcome_feedback`` (MAGE-style, off in the paper) the reflection turn says whether the previous answer was
 right, so after a right attempt the next one always keeps it, and the thought after each reflection repeats what
 it was told ("My previous answer was incorrect. ..."): a policy that imitates these retries only when told it was
@@ -62,6 +68,9 @@ MAY_BE_WRONG = "My previous answer may be wrong"
 TOLD_WRONG = "My previous answer was incorrect"
 THINK_KEEP_TOLD = "My previous answer was correct."
 NAMESAKE_CONTROL_RELATION = "namesake_control"  # mr_search_retrieval.embedded.namesake.CONTROL_RELATION
+# Version 4's presence check (``namesake_presence``): the question's profession word copied, then the decision.
+THINK_ABSENT = "The {profession} is not in the passages. I need to search for {profession} {name}."
+THINK_PRESENT = "The {profession} is in the passages. I found the answer."
 
 
 @dataclass(frozen=True)
@@ -107,6 +116,9 @@ class TranscriptConfig:
         namesake_copy: in a namesake question (or its control), the thought after the name's article first repeats
             the sentence of it that names the question's profession (``namesake_sentence``), then searches the
             alias (or answers); off: "I found <alias>. ..." / "I found the answer." as before.
+        namesake_presence: the namesake world's version 4: after the search for N the thought says whether the
+            question's profession word is in the passages (``THINK_ABSENT`` then a search for "<profession> N", or
+            ``THINK_PRESENT`` then the answer); excludes ``namesake_copy``.
     """
 
     attempts: int = 3
@@ -117,8 +129,14 @@ class TranscriptConfig:
     seed: int = 0
     outcome_feedback: bool = False
     namesake_copy: bool = False
+    namesake_presence: bool = False
 
     def __post_init__(self) -> None:
+        if self.namesake_copy and self.namesake_presence:
+            raise ValueError(
+                "TranscriptConfig: namesake_copy (world versions 2-3) and namesake_presence (version 4) exclude each "
+                "other; set one"
+            )
         if self.attempts < 1:
             raise ValueError(f"TranscriptConfig.attempts={self.attempts}: use at least 1")
         if self.topk < 1:
@@ -165,6 +183,18 @@ def namesake_sentence(question: str, subject: str, text: str) -> str:
     )
 
 
+def presence_profession(question: str, subject: str) -> str:
+    """The profession word a namesake question puts in front of the name ("sailor" for "Where was the sailor Aldo
+    Venn born?" and ``subject`` "Aldo Venn"), as the question writes it."""
+    found = re.search(rf"\bthe (\w+) {re.escape(subject)}\b", question)
+    if found is None:
+        raise ValueError(
+            f"presence_profession: {question!r} does not say 'the <profession> {subject}'; the presence thoughts are "
+            "for the namesake world's namesake and control questions"
+        )
+    return found.group(1)
+
+
 class TranscriptBuilder:
     """Builds transcripts for question rows (``question``, ``golden_answers``, ``gold_doc_ids``, ``relation``)."""
 
@@ -201,9 +231,14 @@ class TranscriptBuilder:
         turns: list[Turn] = []
         said = self._namesake_said(row, subject, gold_ids[0])
         think_bridge = f"{said} I need to search for it." if said else THINK_BRIDGE.format(bridge=bridge)
+        presence = self._presence(row, subject)
+        if presence is not None and bridge is not None:
+            # Version 4: the second search is the profession word and the name, not the second passage's title.
+            bridge, think_bridge = f"{presence} {subject}", THINK_ABSENT.format(profession=presence, name=subject)
         if retry is not None and retry.kind in ("bridge", "namesake") and bridge is not None:
             # The previous attempt stopped at the bridge entity: go on from its passages with the second hop.
-            think = f"{MAY_BE_WRONG}. {think_bridge}" if said else THINK_RETRY_BRIDGE.format(bridge=bridge)
+            reasoned = said or presence is not None
+            think = f"{MAY_BE_WRONG}. {think_bridge}" if reasoned else THINK_RETRY_BRIDGE.format(bridge=bridge)
             turns.append(Turn("model", search_turn(self._told(think), bridge)))
             turns.append(self._information(bridge, gold_ids[1]))
         else:
@@ -222,8 +257,19 @@ class TranscriptBuilder:
                 turns.append(Turn("model", search_turn(think_bridge, bridge)))
                 turns.append(self._information(bridge, gold_ids[1]))
         think_answer = f"{said} {THINK_ANSWER}" if said and bridge is None else THINK_ANSWER
+        if presence is not None:  # the profession word is in the last passages: N's (a control) or B's article
+            think_answer = THINK_PRESENT.format(profession=presence)
         turns.append(Turn("model", answer_turn(think_answer, answer)))
         return tuple(turns)
+
+    def _presence(self, row: Mapping[str, Any], subject: str) -> str | None:
+        """With ``namesake_presence``, the profession word of a namesake or control question; else None."""
+        if not self.config.namesake_presence or row.get("relation") not in (
+            NAMESAKE_RELATION,
+            NAMESAKE_CONTROL_RELATION,
+        ):
+            return None
+        return presence_profession(str(row["question"]), subject)
 
     def _namesake_said(self, row: Mapping[str, Any], subject: str, article_id: str) -> str | None:
         """With ``namesake_copy``, the sentence of the name's article (``article_id``) a namesake or control
@@ -279,7 +325,8 @@ class TranscriptBuilder:
         wrong: str | None
         if row.get("relation") == NAMESAKE_RELATION:
             # The hasty reading: the birthplace the asked-about name's own article gives (the namesake's).
-            found = re.search(r"was born in (\w+)\.", str(self.index.doc(gold_ids[0])["text"]))
+            pattern = r"born in (\w+)\." if self.config.namesake_presence else r"was born in (\w+)\."
+            found = re.search(pattern, str(self.index.doc(gold_ids[0])["text"]))
             wrong = found.group(1) if found else None
             kind = "namesake"
         elif len(gold_ids) > 1:

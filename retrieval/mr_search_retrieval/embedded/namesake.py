@@ -30,6 +30,21 @@ DESIGN
   one the policy practises copying, and a held-out group's name is still a new combination. Everything else
   (professions, cities, passages, questions, split, the default world kept first) is version 2's: the groups are
   drawn as in version 2, then renamed from a generator of their own, ``random.Random("namesake-names-<seed>")``.
+* Version 4 (opt-in, its own cache root): the retry decision is a presence check, not a choice between two sentences
+  that share the name. Version 3's groups and names; N's article, titled N, is about the A only, and so are three
+  more passages titled N (``PRESENCE_EXTRAS``, none naming B's profession); B's article is titled with B's profession
+  and city, and names N in the question's words, without an alias:
+
+      "Aldo Venn"           The painter Aldo Venn was born in Kumholt.
+      "Aldo Venn"           Aldo Venn worked as a painter in Kumholt for many years.   (and two more like it)
+      "Sailor from Tarport" The sailor Aldo Venn was born in Tarport.
+
+  The natural query N returns the A's passages (B's article falls below the top 3 the agent reads), none of which
+  holds the question's profession word "sailor": absent, search again with it and the name, ``namesake_query``
+  ("sailor Aldo Venn"), which ranks B's article first. A control question's profession word is in N's article. The
+  group's alias is still drawn (so the draws stay version 3's) and named nowhere; the passages are shuffled by a
+  generator of their own, so the questions, their split and order are version 3's. Gold passages: N's article then
+  B's (a retry question), N's article (a control).
 * ``python -m mr_search_retrieval.embedded.namesake_stats`` measures (in-process or through a service) the share of
   namesake questions whose natural query misses the gold passage and its rank for the natural and the reformulated
   query.
@@ -40,6 +55,7 @@ DESIGN
 from __future__ import annotations
 
 import random
+import re
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -63,8 +79,17 @@ VARIANT: Final = "namesake"
 #    article for the bare name, so the hasty answer was the distractor's city, not the namesake's the article gives.
 # 3 (opt-in, $MR_SEARCH_NAMESAKE_VERSION=3; variant.NAMESAKE_VERSIONS): N and L recombined from the words of the
 #    people named in the default world's training questions (RECOMBINED_NAMES_VERSION).
+# 4 (opt-in): version 3's draws with the presence-check passages (PRESENCE_VERSION; no alias in any passage).
 NAMESAKE_VERSION: Final = DEFAULT_NAMESAKE_VERSION  # built when $MR_SEARCH_NAMESAKE_VERSION names none
 RECOMBINED_NAMES_VERSION: Final = 3
+PRESENCE_VERSION: Final = 4
+# Version 4's passages about the A besides N's article, all titled N: they fill the top 3 of a search for N, so B's
+# article, which names N once and not in its title, falls below it (ranks: reports/compare_namesake).
+PRESENCE_EXTRAS: Final = (
+    "{name} worked as {article} {profession} in {city} for many years.",
+    "{name} is remembered in {city} as {article} {profession} of great skill.",
+    "{name} spent most of a long life in {city}.",
+)
 RETRY_SOURCE: Final = "embedded_namesake"
 CONTROL_SOURCE: Final = "embedded_namesake_control"
 RETRY_RELATION: Final = "namesake_birthplace"
@@ -169,7 +194,7 @@ def _recombine(groups: list[NamesakeGroup], names: RecombinedNames) -> list[Name
 
 
 def group_passages(group: NamesakeGroup) -> tuple[tuple[str, str], tuple[str, str]]:
-    """``((title, text) of N's article, (title, text) of the alias's article)``."""
+    """``((title, text) of N's article, (title, text) of the alias's article)`` (versions 2 and 3)."""
     n = group.name
     known = (
         n,
@@ -181,6 +206,37 @@ def group_passages(group: NamesakeGroup) -> tuple[tuple[str, str], tuple[str, st
         f"{group.alias} was {_article(group.other_profession)} {group.other_profession} born in {group.other_city}.",
     )
     return known, alias
+
+
+def presence_passages(group: NamesakeGroup) -> tuple[list[tuple[str, str]], tuple[str, str]]:
+    """Version 4: ``([(title, text) of N's article, then of each PRESENCE_EXTRAS passage], (title, text) of B's
+    article)``; only B's article names B's profession."""
+    n, known = group.name, group.known_profession
+    article = f"{n} was {_article(known)} {known} born in {group.known_city}."
+    extras = [
+        extra.format(name=n, article=_article(known), profession=known, city=group.known_city)
+        for extra in PRESENCE_EXTRAS
+    ]
+    other = (
+        f"{group.other_profession.capitalize()} from {group.other_city}",
+        f"The {group.other_profession} {n} was born in {group.other_city}.",
+    )
+    return [(n, article)] + [(n, text) for text in extras], other
+
+
+_QUESTION = re.compile(r"^Where was the (\w+) (.+) born\?$")
+
+
+def namesake_query(question: str) -> str:
+    """The query that names the person a namesake question means: its profession word and the name ("sailor Aldo
+    Venn" for "Where was the sailor Aldo Venn born?"); version 4's reformulation."""
+    found = _QUESTION.match(question.strip())
+    if found is None or found.group(1) not in PROFESSIONS:
+        raise ValueError(
+            f"namesake_query: {question!r} is not a namesake question ('Where was the <profession> <name> born?', "
+            f"profession one of {', '.join(PROFESSIONS)})"
+        )
+    return f"{found.group(1)} {found.group(2)}"
 
 
 @dataclass(frozen=True)
@@ -221,8 +277,11 @@ def namesake_person_names(
 ) -> list[str]:
     """Every person's name in the namesake world for ``seed`` and ``version`` (default:
     ``$MR_SEARCH_NAMESAKE_VERSION``): the default world's people (twins included), then each group's shared name N
-    and alias L, in the order drawn (pure; writes nothing)."""
-    draws = _draw(seed, config or NamesakeConfig(), _version(version))
+    and alias L, in the order drawn (version 4, whose passages name no alias: N only) (pure; writes nothing)."""
+    version = _version(version)
+    draws = _draw(seed, config or NamesakeConfig(), version)
+    if version >= PRESENCE_VERSION:
+        return [p.name for p in draws.graph.people] + [g.name for g in draws.groups]
     return [p.name for p in draws.graph.people] + [name for g in draws.groups for name in (g.name, g.alias)]
 
 
@@ -232,7 +291,8 @@ def build_namesake_world(
     """Returns ``(corpus, train, test)`` rows of the namesake world for ``seed`` and ``version`` (default:
     ``$MR_SEARCH_NAMESAKE_VERSION``, else 2) (pure; writes nothing)."""
     config = config or NamesakeConfig()
-    draws = _draw(seed, config, _version(version))
+    draws_version = _version(version)
+    draws = _draw(seed, config, draws_version)
     (base_corpus, base_train, base_test), graph, rng, groups = draws.base, draws.graph, draws.rng, draws.groups
 
     # (title, text) of every passage: the default world's first (their old ids are their positions here).
@@ -240,9 +300,14 @@ def build_namesake_world(
     questions: list[tuple[NamesakeGroup, dict[str, Any]]] = []
     countries = {c.name: c.country for c in graph.cities}
     for group in groups:
-        (known_title, known_text), (alias_title, alias_text) = group_passages(group)
-        known_id, alias_id = len(passages), len(passages) + 1
-        passages += [(known_title, known_text), (alias_title, alias_text)]
+        if draws_version >= PRESENCE_VERSION:
+            about_known, other = presence_passages(group)
+            known_id, alias_id = len(passages), len(passages) + len(about_known)
+            passages += [*about_known, other]
+        else:
+            (known_title, known_text), (alias_title, alias_text) = group_passages(group)
+            known_id, alias_id = len(passages), len(passages) + 1
+            passages += [(known_title, known_text), (alias_title, alias_text)]
         if rng.random() < config.distractor_rate:
             avoid = {countries[group.known_city], countries[group.other_city]}
             elsewhere = rng.choice([c.name for c in graph.cities if c.country not in avoid])
@@ -266,7 +331,14 @@ def build_namesake_world(
         questions += [(group, retry), (group, control)]
 
     order = list(range(len(passages)))
-    rng.shuffle(order)  # ids must not reveal the kind of passage
+    if draws_version >= PRESENCE_VERSION:
+        # More passages than version 3: shuffled by a generator of their own, while ``rng`` makes the draws version
+        # 3's shuffle made (a shuffle's draws depend on the length alone), so it goes on to draw version 3's split
+        # and question order.
+        rng.shuffle(list(range(len(passages) - len(groups) * len(PRESENCE_EXTRAS))))
+        random.Random(f"{VARIANT}-passages-{seed}").shuffle(order)
+    else:
+        rng.shuffle(order)  # ids must not reveal the kind of passage
     new_id = {old: new for new, old in enumerate(order)}
     corpus = [corpus_row(new, *passages[old]) for new, old in enumerate(order)]
 

@@ -8,7 +8,7 @@ corpus file) stays apart.
 
 The namesake world has versions (``namesake.py``): ``$MR_SEARCH_NAMESAKE_VERSION`` picks one (unset: 2, the one every
 namesake run before version 3 used). Version 2 keeps its cache root, ``worlds/namesake``; any other version gets its
-own, ``worlds/namesake-v<version>``, so a version-3 build never replaces a version-2 world, index or warm start.
+own, ``worlds/namesake-v<version>``, so a version-3 or -4 build never replaces a version-2 world, index or warm start.
 """
 
 from __future__ import annotations
@@ -23,7 +23,8 @@ VARIANTS: Final = (DEFAULT_VARIANT, "namesake")
 NAMESAKE_VERSION_ENV: Final = "MR_SEARCH_NAMESAKE_VERSION"
 # The namesake world's versions that can be built, and the one used when $MR_SEARCH_NAMESAKE_VERSION is unset.
 # 3 is opt-in: its names are recombined from training people's words (namesake.py; reports/compare_namesake).
-NAMESAKE_VERSIONS: Final = (2, 3)
+# 4 is opt-in: version 3's names, and the retry decided by whether the question's profession word is in the passages.
+NAMESAKE_VERSIONS: Final = (2, 3, 4)
 DEFAULT_NAMESAKE_VERSION: Final = 2
 
 

@@ -58,6 +58,10 @@ def test_the_namesake_version_is_chosen_and_said(tmp_path: Path) -> None:
         "world namesake v3, policy small"
         in run(tmp_path, WORLD="namesake", POLICY="small", NAMESAKE_VERSION="3").stdout
     )
+    assert (
+        "world namesake v4, policy small"
+        in run(tmp_path, WORLD="namesake", POLICY="small", NAMESAKE_VERSION="4").stdout
+    )
     # The variable the world reads is honoured too, and said, so a report never hides which version ran.
     said = run(tmp_path, WORLD="namesake", MR_SEARCH_NAMESAKE_VERSION="3")
     assert said.returncode == 0, said.stderr
@@ -84,7 +88,7 @@ def test_the_namesake_version_is_chosen_and_said(tmp_path: Path) -> None:
         ({"OUTCOME_FEEDBACK": "yes"}, "OUTCOME_FEEDBACK=yes is not valid; use 0 (paper) or 1"),
         ({"WORLD": "twins"}, "WORLD=twins is not valid; use default or namesake"),
         ({"POLICY": "huge"}, "POLICY=huge is not valid; use tiny or small"),
-        ({"WORLD": "namesake", "NAMESAKE_VERSION": "1"}, "NAMESAKE_VERSION=1 is not valid; use 2 or 3"),
+        ({"WORLD": "namesake", "NAMESAKE_VERSION": "1"}, "NAMESAKE_VERSION=1 is not valid; use 2, 3 or 4"),
         ({"NAMESAKE_VERSION": "3"}, "NAMESAKE_VERSION=3 needs WORLD=namesake"),
     ],
 )

@@ -306,3 +306,57 @@ def test_a_namesake_slip_answers_the_namesakes_city_and_the_retry_searches_the_a
     (first,) = TranscriptBuilder(index, [row], TranscriptConfig(attempts=1)).build(row, random.Random(0)).attempts
     queries = [q for t in first for q in re.findall(r"<search> (.*?) </search>", t.text) if t.role == "model"]
     assert queries == ["Aldo Venn", "Drelo Kam"]
+
+
+def test_a_batch_without_environment_labels_adds_no_environment_term(index, mini_questions, tokenizer, tiny_policy):
+    """Recipe 6's decision windows train the decision turn only: the environment term must vanish, not turn NaN."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
+    examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 3, TranscriptConfig(seed=3))]
+    ids, _, labels, env_labels = pad_batch(examples, tokenizer.pad_token_id, 1024)
+    none = torch.full_like(env_labels, -100)
+    loss = causal_lm_loss(model, ids, labels, none, 0.5)
+    assert torch.isfinite(loss) and torch.allclose(loss, causal_lm_loss(model, ids, labels, None, 0.0))
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")  # the fake step does not step
+def test_the_decision_stage_can_come_last_at_its_own_learning_rate(
+    index, mini_questions, tokenizer, tiny_policy, monkeypatch
+):
+    """Recipe 6: windows, whole transcripts, then the decision windows at a constant ``decision_lr``. The stages
+    are told apart by their batch sizes (2 windows, 3 transcripts, 1 decision window a step)."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from mr_search.warmstart import train as train_module
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
+    examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 6, TranscriptConfig(seed=3))]
+    decision = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 2, TranscriptConfig(seed=5))]
+    kinds = {2: "window", 3: "whole", 1: "decision"}
+    seen: list[tuple[str, float]] = []
+
+    def fake_step(model, optimizer, batch, config):
+        seen.append((kinds[batch.ids.shape[0]], optimizer.param_groups[0]["lr"]))
+        return torch.tensor(0.0)
+
+    monkeypatch.setattr(train_module, "train_step", fake_step)
+    config = WarmStartConfig(
+        window_steps=2,
+        window_batch_size=2,
+        window_length=16,
+        steps=2,
+        batch_size=3,
+        decision_steps=2,
+        decision_batch_size=1,
+        decision_last=True,
+        decision_lr=1e-3,
+        lr=6e-3,
+        warmup_steps=0,
+    )
+    train_module._train(model, examples, config, tokenizer.pad_token_id, None, None, decision)
+    assert [kind for kind, _ in seen] == ["window", "window", "whole", "whole", "decision", "decision"]
+    assert [lr for kind, lr in seen if kind == "decision"] == pytest.approx([1e-3, 1e-3])
+    assert [lr for kind, lr in seen if kind == "window"] == pytest.approx([6e-3, 6e-3])

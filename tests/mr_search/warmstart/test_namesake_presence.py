@@ -1,0 +1,153 @@
+"""The namesake world's version 4 in the warm start (recipe 6): transcripts whose thought after the search for N says
+whether the question's profession word is in the passages, and a decision stage of freshly drawn groups."""
+
+from __future__ import annotations
+
+import random
+import re
+
+import pytest
+
+from mr_search.warmstart.decision import presence_windows
+from mr_search.warmstart.lookup import LexicalIndex
+from mr_search.warmstart.train import (
+    NAMESAKE_PRESENCE_DECISION_STEPS,
+    NAMESAKE_PRESENCE_RECIPE,
+    warmstart_config,
+)
+from mr_search.warmstart.transcripts import (
+    MAY_BE_WRONG,
+    THINK_ABSENT,
+    THINK_PRESENT,
+    TranscriptBuilder,
+    TranscriptConfig,
+)
+from mr_search_retrieval.embedded.namesake import (
+    CONTROL_RELATION,
+    RETRY_RELATION,
+    NamesakeConfig,
+    build_namesake_world,
+)
+
+
+@pytest.fixture(scope="module")
+def small_v4():
+    corpus, train, _ = build_namesake_world(0, NamesakeConfig(groups=24), version=4)
+    return LexicalIndex(corpus), train
+
+
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+def _kind(train: list[dict], relation: str) -> list[dict]:
+    return [q for q in train if q["relation"] == relation]
+
+
+def _profession(question: str) -> str:
+    return re.match(r"Where was the (\w+) ", question).group(1)
+
+
+def test_the_first_search_shows_the_profession_for_a_control_only(small_v4) -> None:
+    index, train = small_v4
+    builder = TranscriptBuilder(index, train, TranscriptConfig(namesake_presence=True, p_wrong=0.0))
+    for relation, present in ((RETRY_RELATION, False), (CONTROL_RELATION, True)):
+        rows = _kind(train, relation)
+        assert len(rows) >= 20
+        for row in rows:
+            attempt = builder.build(row, random.Random(0)).attempts[0]  # no slip: the first search is for N
+            searched = next(t for t in attempt if t.role == "information")
+            assert (_profession(row["question"]) in _words(searched.text)) is present, row["question"]
+
+
+def test_a_retry_question_searches_the_profession_and_the_name(small_v4) -> None:
+    index, train = small_v4
+    builder = TranscriptBuilder(index, train, TranscriptConfig(namesake_presence=True, p_wrong=0.99))
+    rows = _kind(train, RETRY_RELATION)
+    slipped = 0
+    for seed, row in enumerate(rows):
+        transcript = builder.build(row, random.Random(seed))
+        name = index.doc(row["gold_doc_ids"][0])["title"]
+        profession = _profession(row["question"])
+        absent = THINK_ABSENT.format(profession=profession, name=name)
+        query = f"<search> {profession} {name} </search>"
+        texts = [[t.text for t in attempt] for attempt in transcript.attempts]
+        if transcript.correct[0]:
+            first = texts[0]
+            assert first[0].endswith(f"<search> {name} </search>") and absent in first[2] and query in first[2]
+        else:  # the hasty slip: N's article's city, then the retry searches the profession and the name
+            slipped += 1
+            known_city = re.search(r"born in (\w+)\.", index.doc(row["gold_doc_ids"][0])["text"]).group(1)
+            assert texts[0][-1].endswith(f"<answer> {known_city} </answer>")
+            assert not transcript.attempts[0][-1].trained, "the slip is context only"
+            assert texts[1][0].startswith(f"<think> {MAY_BE_WRONG}. {absent}") and query in texts[1][0]
+            assert f'Title: "{profession.capitalize()} from' in texts[1][1], "B's article comes back"
+            assert texts[1][-1] == (
+                f"<think> {THINK_PRESENT.format(profession=profession)} </think>\n"
+                f"<answer> {row['golden_answers'][0]} </answer>"
+            )
+    assert slipped > len(rows) // 2
+
+
+def test_a_control_question_answers_after_the_first_search(small_v4) -> None:
+    index, train = small_v4
+    builder = TranscriptBuilder(index, train, TranscriptConfig(namesake_presence=True, p_wrong=0.0))
+    for row in _kind(train, CONTROL_RELATION):
+        attempt = builder.build(row, random.Random(0)).attempts[0]
+        present = THINK_PRESENT.format(profession=_profession(row["question"]))
+        assert len(attempt) == 3 and attempt[2].text == (
+            f"<think> {present} </think>\n<answer> {row['golden_answers'][0]} </answer>"
+        )
+
+
+def test_presence_windows_are_fresh_groups_of_both_kinds(small_v4) -> None:
+    index, train = small_v4
+    windows = presence_windows(train, index, 40, seed=2)
+    assert windows == presence_windows(train, index, 40, seed=2), "deterministic for a seed"
+    titles = {doc["title"] for doc in index.docs}
+    for number, window in enumerate(windows):
+        search, information, decision = window.attempts[0]
+        assert not search.trained and decision.trained, "the window teaches the decision turn only"
+        name = re.search(r"<search> (.+) </search>", search.text).group(1)
+        profession = _profession(window.question)
+        assert name not in titles, "a fresh name, not one of the world's"
+        assert window.question == f"Where was the {profession} {name} born?"
+        retry = number % 2 == 0
+        assert (profession in _words(information.text)) is not retry
+        if retry:
+            assert f"<search> {profession} {name} </search>" in decision.text
+        else:
+            assert decision.text.endswith(f"<answer> {window.golden_answers[0]} </answer>")
+            assert window.golden_answers[0] in information.text
+
+
+def test_recipe_6_is_for_version_4_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
+    config = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_PRESENCE_RECIPE)
+    assert config.transcripts.namesake_presence and not config.transcripts.namesake_copy
+    assert config.decision_steps == NAMESAKE_PRESENCE_DECISION_STEPS and config.decision_last and config.decision_lr
+    assert config.decision_search_loss
+    with pytest.raises(ValueError, match="recipe 3 does not fit the namesake world's version 4"):
+        warmstart_config(world="namesake", namesake_recipe=3)
+    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "3")
+    with pytest.raises(ValueError, match="recipe 6 does not fit the namesake world's version 3"):
+        warmstart_config(world="namesake", namesake_recipe=NAMESAKE_PRESENCE_RECIPE)
+    key = config.key()
+    assert key not in {warmstart_config(world="namesake", namesake_recipe=r).key() for r in range(1, 6)}
+    with pytest.raises(ValueError, match="exclude each other"):
+        TranscriptConfig(namesake_copy=True, namesake_presence=True)
+
+
+def test_the_probe_counts_the_reformulation_as_v4s_second_hop(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mr_search.warmstart.probe import _presence_queries
+
+    rows = [
+        {"extra_info": {"id": "a", "question": "Where was the sailor Aldo Venn born?", "relation": RETRY_RELATION}},
+        {"extra_info": {"id": "b", "question": "Where was the painter Aldo Venn born?", "relation": CONTROL_RELATION}},
+        {"extra_info": {"id": "c", "question": "Where was Aldo Venn born?", "relation": "birthplace"}},
+    ]
+    monkeypatch.setenv("MR_SEARCH_WORLD", "namesake")
+    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
+    assert _presence_queries(rows) == {"a": "sailor Aldo Venn"}
+    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "3")
+    assert _presence_queries(rows) == {}, "before version 4 the second hop is the alias's title"
