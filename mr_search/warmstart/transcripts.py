@@ -119,6 +119,10 @@ class TranscriptConfig:
         namesake_presence: the namesake world's version 4: after the search for N the thought says whether the
             question's profession word is in the passages (``THINK_ABSENT`` then a search for "<profession> N", or
             ``THINK_PRESENT`` then the answer); excludes ``namesake_copy``.
+        p_verify_found: ``p_verify`` for an attempt that follows a found answer: one right after a retry that fixed a
+            wrong answer, or (with ``namesake_presence``) any right attempt of a namesake question, whose passages
+            held B's article (None: ``p_verify``, as before recipe 7). Lower, the next attempt keeps a fixed answer
+            more often than it checks it again (a check searches N again and can break the fix).
     """
 
     attempts: int = 3
@@ -130,6 +134,7 @@ class TranscriptConfig:
     outcome_feedback: bool = False
     namesake_copy: bool = False
     namesake_presence: bool = False
+    p_verify_found: float | None = None
 
     def __post_init__(self) -> None:
         if self.namesake_copy and self.namesake_presence:
@@ -145,6 +150,10 @@ class TranscriptConfig:
             raise ValueError(f"TranscriptConfig.p_wrong={self.p_wrong}: use a probability in [0, 1)")
         if not 0.0 <= self.p_verify <= 1.0:
             raise ValueError(f"TranscriptConfig.p_verify={self.p_verify}: use a probability in [0, 1]")
+        if self.p_verify_found is not None and not 0.0 <= self.p_verify_found <= 1.0:
+            raise ValueError(
+                f"TranscriptConfig.p_verify_found={self.p_verify_found}: use a probability in [0, 1] (None: p_verify)"
+            )
         if not 0.0 <= self.p_partial <= 1.0:
             raise ValueError(f"TranscriptConfig.p_partial={self.p_partial}: use a probability in [0, 1]")
 
@@ -339,6 +348,17 @@ class TranscriptBuilder:
             return self._partial_attempt(row, rng)
         return Attempt(kind, (search, information, Turn("model", answer_turn(THINK_ANSWER, wrong), trained=False)))
 
+    def _p_verify(self, row: Mapping[str, Any], correct: Sequence[bool]) -> float:
+        """The chance that the attempt after the right one that ends ``correct`` checks it again: ``p_verify_found``
+        after a fix of a wrong answer or a namesake question's right attempt (``namesake_presence``), else
+        ``p_verify``."""
+        found = self.config.p_verify_found
+        if found is None:
+            return self.config.p_verify
+        fixed = len(correct) >= 2 and not correct[-2]
+        namesake = self.config.namesake_presence and row.get("relation") == NAMESAKE_RELATION
+        return found if fixed or namesake else self.config.p_verify
+
     def build(self, row: Mapping[str, Any], rng: random.Random) -> Transcript:
         """One transcript for ``row``; ``rng`` decides whether and how the first attempt slips."""
         answer = str(row["golden_answers"][0])
@@ -347,7 +367,7 @@ class TranscriptBuilder:
         previous: Attempt | None = None
         while len(attempts) < self.config.attempts:
             if correct and correct[-1]:
-                if not self.config.outcome_feedback and rng.random() < self.config.p_verify:
+                if not self.config.outcome_feedback and rng.random() < self._p_verify(row, correct):
                     attempts.append(self._right_attempt(row, _VERIFY))
                 else:
                     keep = THINK_KEEP_TOLD if self.config.outcome_feedback else THINK_KEEP
