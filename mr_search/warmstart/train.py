@@ -225,6 +225,8 @@ class WarmStartConfig:
                 del fields[name]  # likewise (every build before recipe 7)
         if self.transcripts.p_verify_found is None:
             del fields["transcripts"]["p_verify_found"]  # likewise
+        if not self.transcripts.presence_gold_shuffled:
+            del fields["transcripts"]["presence_gold_shuffled"]  # likewise (every build before recipe 8)
         payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
@@ -239,7 +241,8 @@ class WarmStartConfig:
 # (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the first compare used).
 # 7: 6 with the decision windows mixed into the whole-transcript stage (``decision_mixed``), their names from every
 # v3/v4 name word (``decision_name_words``), and a fixed answer kept more often than checked (``p_verify_found``).
-NAMESAKE_RECIPES = 7
+# 8: 7 with B's article at a place drawn from the query when the lexical search misses it (``presence_gold_shuffled``).
+NAMESAKE_RECIPES = 8
 # The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
 # policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
 # 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
@@ -278,7 +281,11 @@ NAMESAKE_MIXED_RECIPE = 7
 NAMESAKE_MIXED_STEPS = 500
 NAMESAKE_MIXED_BATCH_SIZE = 12
 NAMESAKE_MIXED_P_VERIFY_FOUND = 0.1
-PRESENCE_RECIPES = (NAMESAKE_PRESENCE_RECIPE, NAMESAKE_MIXED_RECIPE)
+# Recipe 8 (6e): recipe 7's build decided and reformulated right (the thought named "<profession> N" after 49 of 58 of
+# its namesake attempts' first passages, 0 of 58 controls') but then answered from the wrong passage for about half of
+# them: in its transcripts B's article was always passage 3 (the lexical index misses it); the dense index ranks it 1st.
+NAMESAKE_SHUFFLED_RECIPE = 8
+PRESENCE_RECIPES = (NAMESAKE_PRESENCE_RECIPE, NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE)
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
 # alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
@@ -299,7 +306,7 @@ def _check_recipe_fits_version(namesake_recipe: int) -> None:
     if (namesake_recipe in PRESENCE_RECIPES) != (version == NAMESAKE_PRESENCE_WORLD):
         raise ValueError(
             f"namesake recipe {namesake_recipe} does not fit the namesake world's version {version}: recipes "
-            f"{NAMESAKE_PRESENCE_RECIPE} and {NAMESAKE_MIXED_RECIPE} are for version {NAMESAKE_PRESENCE_WORLD} only "
+            f"{', '.join(map(str, PRESENCE_RECIPES))} are for version {NAMESAKE_PRESENCE_WORLD} only "
             f"({NAMESAKE_VERSION_ENV}={NAMESAKE_PRESENCE_WORLD} --namesake-recipe {NAMESAKE_PRESENCE_RECIPE}), recipes "
             "1-5 for versions 2-3"
         )
@@ -329,9 +336,12 @@ def warmstart_config(
     namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
     _check_namesake_recipe("warmstart_config", namesake_recipe)
     _check_recipe_fits_version(namesake_recipe)
-    if namesake_recipe == NAMESAKE_MIXED_RECIPE:
+    if namesake_recipe in (NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE):
         transcripts = TranscriptConfig(
-            outcome_feedback=outcome_feedback, namesake_presence=True, p_verify_found=NAMESAKE_MIXED_P_VERIFY_FOUND
+            outcome_feedback=outcome_feedback,
+            namesake_presence=True,
+            p_verify_found=NAMESAKE_MIXED_P_VERIFY_FOUND,
+            presence_gold_shuffled=namesake_recipe == NAMESAKE_SHUFFLED_RECIPE,
         )
         return WarmStartConfig(
             transcripts=transcripts,

@@ -123,6 +123,10 @@ class TranscriptConfig:
             wrong answer, or (with ``namesake_presence``) any right attempt of a namesake question, whose passages
             held B's article (None: ``p_verify``, as before recipe 7). Lower, the next attempt keeps a fixed answer
             more often than it checks it again (a check searches N again and can break the fix).
+        presence_gold_shuffled: with ``namesake_presence``, a gold passage a namesake or control question's search
+            misses (B's article after "<profession> N": the lexical index never ranks it in the top 3) takes a place
+            among the ``topk`` drawn from the query instead of the last (recipe 8; before it, B's article was always
+            passage 3 in training while the agent's dense index ranks it first for 91% of the training groups).
     """
 
     attempts: int = 3
@@ -135,6 +139,7 @@ class TranscriptConfig:
     namesake_copy: bool = False
     namesake_presence: bool = False
     p_verify_found: float | None = None
+    presence_gold_shuffled: bool = False
 
     def __post_init__(self) -> None:
         if self.namesake_copy and self.namesake_presence:
@@ -214,10 +219,14 @@ class TranscriptBuilder:
         for row in questions:
             self._answers_by_relation[str(row.get("relation", ""))].append(str(row["golden_answers"][0]))
 
-    def _information(self, query: str, gold_id: str | None) -> Turn:
+    def _information(self, query: str, gold_id: str | None, shuffled: bool = False) -> Turn:
+        """The passages a search for ``query`` shows; a gold passage it misses replaces the last one, or
+        (``shuffled``) takes a place drawn from the query (the same query, the same place)."""
         docs = list(self.index.search(query, self.config.topk))
         if gold_id is not None and all(str(d["id"]) != gold_id for d in docs):
-            docs = [*docs[: self.config.topk - 1], self.index.doc(gold_id)]
+            docs = docs[: self.config.topk - 1]
+            place = random.Random(f"gold-{query}").randrange(len(docs) + 1) if shuffled else len(docs)
+            docs.insert(place, self.index.doc(gold_id))
         return Turn("information", format_passages(docs))
 
     def _confuser(self, row: Mapping[str, Any], information: str) -> str | None:
@@ -241,6 +250,7 @@ class TranscriptBuilder:
         said = self._namesake_said(row, subject, gold_ids[0])
         think_bridge = f"{said} I need to search for it." if said else THINK_BRIDGE.format(bridge=bridge)
         presence = self._presence(row, subject)
+        shuffled = presence is not None and self.config.presence_gold_shuffled
         if presence is not None and bridge is not None:
             # Version 4: the second search is the profession word and the name, not the second passage's title.
             bridge, think_bridge = f"{presence} {subject}", THINK_ABSENT.format(profession=presence, name=subject)
@@ -249,7 +259,7 @@ class TranscriptBuilder:
             reasoned = said or presence is not None
             think = f"{MAY_BE_WRONG}. {think_bridge}" if reasoned else THINK_RETRY_BRIDGE.format(bridge=bridge)
             turns.append(Turn("model", search_turn(self._told(think), bridge)))
-            turns.append(self._information(bridge, gold_ids[1]))
+            turns.append(self._information(bridge, gold_ids[1], shuffled))
         else:
             # The first try searches the entity's name; so does a retry after a misread or a check of a right
             # answer, and one after a partial query (with the full name). Not the whole question: the tiny policy
@@ -264,7 +274,7 @@ class TranscriptBuilder:
             turns.append(self._information(query, gold_ids[0]))
             if bridge is not None:  # two hops: the bridge entity named in the first passage is searched next
                 turns.append(Turn("model", search_turn(think_bridge, bridge)))
-                turns.append(self._information(bridge, gold_ids[1]))
+                turns.append(self._information(bridge, gold_ids[1], shuffled))
         think_answer = f"{said} {THINK_ANSWER}" if said and bridge is None else THINK_ANSWER
         if presence is not None:  # the profession word is in the last passages: N's (a control) or B's article
             think_answer = THINK_PRESENT.format(profession=presence)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import re
+from dataclasses import replace
 
 import pytest
 
@@ -153,8 +154,8 @@ def test_the_probe_counts_the_reformulation_as_v4s_second_hop(monkeypatch: pytes
     assert _presence_queries(rows) == {}, "before version 4 the second hop is the alias's title"
 
 
-def test_recipe_7_mixes_the_decision_windows_and_keeps_recipe_6s_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mr_search.warmstart.train import NAMESAKE_MIXED_RECIPE
+def test_recipes_7_and_8_mix_the_decision_windows_and_recipe_6_keeps_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mr_search.warmstart.train import NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE
 
     monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
     six = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_PRESENCE_RECIPE)
@@ -165,7 +166,10 @@ def test_recipe_7_mixes_the_decision_windows_and_keeps_recipe_6s_key(monkeypatch
     assert seven.transcripts.p_verify_found is not None
     assert seven.transcripts.p_verify_found < seven.transcripts.p_verify
     assert seven.decision_count >= 12_000, "as many fresh windows as the check needed to cross chance"
-    assert seven.key() != six.key()
+    assert seven.key() == "5a35f173d0c2", "recipe 7 (the 6d build, warmstart/bfc14dd4ea6b) keeps its key"
+    eight = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_SHUFFLED_RECIPE)
+    assert eight == replace(seven, transcripts=replace(seven.transcripts, presence_gold_shuffled=True))
+    assert len({six.key(), seven.key(), eight.key()}) == 3
     monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "3")
     with pytest.raises(ValueError, match="recipe 7 does not fit the namesake world's version 3"):
         warmstart_config(world="namesake", namesake_recipe=NAMESAKE_MIXED_RECIPE)
@@ -235,3 +239,29 @@ def test_fresh_window_names_can_use_every_word_held_out_names_use(small_v4) -> N
         world_name_words({"seed": 0})
     with pytest.raises(ValueError, match="no first names or no surnames"):
         presence_windows(train, index, 2, name_words=([], ["Venn"]))
+
+
+def test_bs_article_takes_a_drawn_place_among_the_passages_with_presence_gold_shuffled(small_v4) -> None:
+    """Recipe 8: the lexical search for "<profession> N" misses B's article; it was always passage 3 (recipe 6, 7),
+    with ``presence_gold_shuffled`` it takes a place drawn from the query; all else is as before."""
+    index, train = small_v4
+    places: dict[bool, list[int]] = {False: [], True: []}
+    for shuffled in (False, True):
+        config = TranscriptConfig(namesake_presence=True, p_wrong=0.0, presence_gold_shuffled=shuffled)
+        builder = TranscriptBuilder(index, train, config)
+        for row in _kind(train, RETRY_RELATION):
+            attempt = builder.build(row, random.Random(0)).attempts[0]
+            second = [t for t in attempt if t.role == "information"][1].text
+            titles = re.findall(r'Doc \d\(Title: "([^"]+)"\)', second)
+            b_title = index.doc(row["gold_doc_ids"][1])["title"]
+            assert titles.count(b_title) == 1 and len(titles) == 3, second
+            places[shuffled].append(titles.index(b_title))
+            if not shuffled:
+                continue
+            plain = TranscriptBuilder(index, train, replace(config, presence_gold_shuffled=False))
+            before = plain.build(row, random.Random(0)).attempts[0]
+            assert [t.text for t in before if t.role == "model"] == [t.text for t in attempt if t.role == "model"]
+            again = builder.build(row, random.Random(0)).attempts[0]
+            assert again == attempt, "the place is drawn from the query: deterministic"
+    assert set(places[False]) == {2}, "recipe 6's and 7's transcripts: B's article always last"
+    assert set(places[True]) == {0, 1, 2}
