@@ -330,7 +330,8 @@ def warmstart_config(
     many transcripts show all K attempts (``NAMESAKE_SINGLE_ATTEMPT_SHARE``); from 3 on, the thought after the
     name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``);
     4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
-    (``NAMESAKE_DECISION_STEPS``)."""
+    (``NAMESAKE_DECISION_STEPS``); 6, 7 and 8 are for the world's version 4 (``NAMESAKE_MIXED_RECIPE``,
+    ``NAMESAKE_SHUFFLED_RECIPE``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
     namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
