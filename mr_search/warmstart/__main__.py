@@ -27,7 +27,9 @@ def add_namesake_recipe(parser: argparse.ArgumentParser) -> None:
         f"{NAMESAKE_RECIPE}, or 6 on the world's version 4; 2 is the build reports/compare_namesake's first run used; "
         "4 starts from a policy whose "
         "tokenizer has each person-name word as one token; 5 adds a decision stage to 3; 6 is for world version 4 "
-        "(MR_SEARCH_NAMESAKE_VERSION=4: the presence check) and the only one for it; "
+        "(MR_SEARCH_NAMESAKE_VERSION=4: the presence check), 7 too (6 with its decision windows mixed into the whole "
+        "transcripts, names from every name word, a fixed answer kept more often), 8 too (7 with B's article at any "
+        "place among the passages); "
         "mr_search.warmstart.train.default_namesake_recipe)",
     )
 

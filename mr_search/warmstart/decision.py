@@ -119,8 +119,30 @@ def decision_transcripts(
     return out
 
 
+def world_name_words(meta: Mapping[str, Any]) -> tuple[list[str], list[str]]:
+    """``(first names, surnames)`` that the namesake world's version 3 and 4 names recombine (``namesake.
+    trained_name_words``: the words of every default-world person named in a training question), for the world whose
+    ``meta.json`` is ``meta`` (its ``seed`` and ``config``, the default world's ``WorldConfig``)."""
+    from mr_search_retrieval.embedded.facts import WorldConfig, build_facts
+    from mr_search_retrieval.embedded.namesake import trained_name_words
+    from mr_search_retrieval.embedded.world import build_world
+
+    if "seed" not in meta or "config" not in meta:
+        raise ValueError(
+            f"world_name_words: the world's meta.json has no 'seed' or 'config' (keys: {sorted(meta)}); rebuild the "
+            "world (MR_SEARCH_WORLD=namesake python -m mr_search_retrieval.embedded) or set decision_name_words off"
+        )
+    seed, config = int(meta["seed"]), WorldConfig(**meta["config"])
+    return trained_name_words(build_facts(random.Random(seed), config), build_world(seed, config)[1])
+
+
 def presence_windows(
-    questions: Sequence[Mapping[str, Any]], index: LexicalIndex, count: int, seed: int = 0, train_search: bool = False
+    questions: Sequence[Mapping[str, Any]],
+    index: LexicalIndex,
+    count: int,
+    seed: int = 0,
+    train_search: bool = False,
+    name_words: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> list[Transcript]:
     """``count`` decision windows of the namesake world's version 4 (``TranscriptConfig.namesake_presence``), each a
     freshly drawn group, so the decision can only be learnt by reading (the one-off check in reports/compare_namesake
@@ -129,7 +151,9 @@ def presence_windows(
     theirs; one attempt: the search for N, three of the four passages about N's known namesake (the world's templates,
     ``namesake.presence_passages``), then the decision turn. Kinds alternate: a retry question (its profession absent:
     ``THINK_ABSENT`` and the search "<profession> N") and a control (present: ``THINK_PRESENT`` and the answer). The
-    search for N is context (``trained`` False) unless ``train_search``."""
+    search for N is context (``trained`` False) unless ``train_search``. ``name_words`` (first names, surnames; recipe
+    7: ``world_name_words``, the words every v3/v4 name, held-out ones included, recombines) replaces the training
+    namesake names' words (recipe 6: 360 names' words, so held-out names were miscopied)."""
     from mr_search_retrieval.embedded.namesake import NamesakeGroup, presence_passages
 
     rows = [row for row in questions if row.get("relation") in DECISION_RELATIONS]
@@ -139,8 +163,13 @@ def presence_windows(
             "(MR_SEARCH_WORLD=namesake MR_SEARCH_NAMESAKE_VERSION=4)"
         )
     names = [str(index.doc(str(row["gold_doc_ids"][0]))["title"]) for row in rows]
-    firsts = sorted({name.split()[0] for name in names})
-    lasts = sorted({name.split()[-1] for name in names})
+    if name_words is None:
+        firsts = sorted({name.split()[0] for name in names})
+        lasts = sorted({name.split()[-1] for name in names})
+    else:
+        firsts, lasts = sorted(set(name_words[0])), sorted(set(name_words[1]))
+        if not firsts or not lasts:
+            raise ValueError("presence_windows: name_words holds no first names or no surnames; pass both lists")
     pairs = zip(rows, names, strict=True)
     professions = sorted({question_profession(str(row["question"]), name) for row, name in pairs})
     cities = sorted({str(row["golden_answers"][0]) for row in rows})

@@ -16,7 +16,7 @@ from pathlib import Path
 from mr_search.agent.tokens import EnvEncoder
 from mr_search.tiny_model import cache_root, ensure_tiny_model
 from mr_search.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
-from mr_search.warmstart.decision import decision_transcripts, presence_windows
+from mr_search.warmstart.decision import decision_transcripts, presence_windows, world_name_words
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import Encoded, encode_all
 from mr_search.warmstart.threads import ThreadTuner, TunerConfig, default_candidates
@@ -115,6 +115,11 @@ class WarmStartConfig:
             in the one-off check that learnt version 4's decision) instead of before them.
         decision_lr: a constant learning rate for the decision stage (0: the schedule's, as before recipe 6).
         decision_search_loss: recipe 6's decision windows train their search for N too (off: context only).
+        decision_mixed: the decision windows are mixed into the whole-transcript stage instead of a stage of their own
+            (recipe 7; ``decision_steps`` must be 0): each of its ``steps`` adds ``decision_batch_size`` windows, whose
+            mean loss is added to the whole transcripts' (each kind its own mean), at the stage's learning rate.
+        decision_name_words: recipe 6's fresh windows draw their names from the words every v3/v4 name recombines
+            (``decision.world_name_words``; the world's meta.json) instead of the training namesake names' words.
         steps: optimizer steps on whole transcripts.
         batch_size: transcripts per step (batches group transcripts of similar length).
         lr: peak learning rate (AdamW, linear warm-up, constant, then linear decay to 10% over the last 20%).
@@ -139,6 +144,8 @@ class WarmStartConfig:
     decision_last: bool = False
     decision_lr: float = 0.0
     decision_search_loss: bool = False
+    decision_mixed: bool = False
+    decision_name_words: bool = False
     steps: int = 200
     batch_size: int = 16
     lr: float = 6e-3
@@ -169,6 +176,11 @@ class WarmStartConfig:
             raise ValueError(f"WarmStartConfig.env_loss_weight={self.env_loss_weight}: use a weight >= 0 (0: off)")
         if not 0.0 < self.adam_beta2 < 1.0:
             raise ValueError(f"WarmStartConfig.adam_beta2={self.adam_beta2}: use a value in (0, 1)")
+        if self.decision_mixed and self.decision_steps:
+            raise ValueError(
+                f"WarmStartConfig: decision_mixed with decision_steps={self.decision_steps}; the mixed windows come in "
+                "the whole-transcript steps: set decision_steps=0 (or decision_mixed off for a stage of their own)"
+            )
         if not 0.0 <= self.decision_lr < 1.0:
             raise ValueError(f"WarmStartConfig.decision_lr={self.decision_lr}: use 0 (the schedule's) or a rate < 1")
         if not 0.0 < self.lr < 1.0:
@@ -178,6 +190,14 @@ class WarmStartConfig:
                 f"WarmStartConfig.warmup_steps={self.warmup_steps}: use a value in [0, window_steps + decision_steps "
                 "+ steps]"
             )
+
+    @property
+    def decision_count(self) -> int:
+        """How many decision windows the build draws: a stage's ``decision_steps``, or (``decision_mixed``) every
+        whole-transcript step's, ``decision_batch_size`` each."""
+        if self.decision_mixed:
+            return self.steps * self.decision_batch_size
+        return self.decision_steps * self.decision_batch_size
 
     @property
     def total_steps(self) -> int:
@@ -192,7 +212,7 @@ class WarmStartConfig:
             del fields["transcripts"]["namesake_copy"]  # likewise (the namesake world's recipe v2 keeps its key)
         if not self.transcripts.namesake_presence:
             del fields["transcripts"]["namesake_presence"]  # likewise (every build before recipe 6)
-        if not self.decision_steps:
+        if not self.decision_steps and not self.decision_mixed:
             del fields["decision_steps"], fields["decision_batch_size"]  # likewise (every build before recipe 5)
         if not self.decision_last:
             del fields["decision_last"]  # likewise (every build before recipe 6)
@@ -200,6 +220,13 @@ class WarmStartConfig:
             del fields["decision_lr"]  # likewise
         if not self.decision_search_loss:
             del fields["decision_search_loss"]  # likewise
+        for name in ("decision_mixed", "decision_name_words"):
+            if not fields[name]:
+                del fields[name]  # likewise (every build before recipe 7)
+        if self.transcripts.p_verify_found is None:
+            del fields["transcripts"]["p_verify_found"]  # likewise
+        if not self.transcripts.presence_gold_shuffled:
+            del fields["transcripts"]["presence_gold_shuffled"]  # likewise (every build before recipe 8)
         payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
@@ -212,7 +239,10 @@ class WarmStartConfig:
 # world's version 4 only (the presence check): ``namesake_presence`` transcripts and a decision stage of freshly drawn
 # groups (``decision.presence_windows``). A recipe is its config: each keeps its cache key
 # (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the first compare used).
-NAMESAKE_RECIPES = 6
+# 7: 6 with the decision windows mixed into the whole-transcript stage (``decision_mixed``), their names from every
+# v3/v4 name word (``decision_name_words``), and a fixed answer kept more often than checked (``p_verify_found``).
+# 8: 7 with B's article at a place drawn from the query when the lexical search misses it (``presence_gold_shuffled``).
+NAMESAKE_RECIPES = 8
 # The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
 # policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
 # 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
@@ -241,6 +271,22 @@ NAMESAKE_PRESENCE_DECISION_STEPS = 600
 NAMESAKE_PRESENCE_DECISION_LR = 1e-3
 NAMESAKE_PRESENCE_WORLD = 4
 
+# Recipe 7 (6d in investigation.md): recipe 6's last decision stage, at its own lr 1e-3, overwrote the protocol (the
+# default world's one-hop EM@1 26.7 -> 3.3), its windows' names were drawn from the 360 training namesake names' words
+# (held-out names miscopied in the reformulation), and a fix at attempt 2 was often checked again and broken at 3. Here
+# every whole-transcript step (500, 12 transcripts each, the schedule's lr) adds 24 decision windows: 12,000, where the
+# one-off check crossed chance; names from every v3/v4 name word; after a found answer the next attempt checks it with
+# chance 0.1 (else keeps it; 0.5 before).
+NAMESAKE_MIXED_RECIPE = 7
+NAMESAKE_MIXED_STEPS = 500
+NAMESAKE_MIXED_BATCH_SIZE = 12
+NAMESAKE_MIXED_P_VERIFY_FOUND = 0.1
+# Recipe 8 (6e): recipe 7's build decided and reformulated right (the thought named "<profession> N" after 49 of 58 of
+# its namesake attempts' first passages, 0 of 58 controls') but then answered from the wrong passage for about half of
+# them: in its transcripts B's article was always passage 3 (the lexical index misses it); the dense index ranks it 1st.
+NAMESAKE_SHUFFLED_RECIPE = 8
+PRESENCE_RECIPES = (NAMESAKE_PRESENCE_RECIPE, NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE)
+
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
 # alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
 NAMESAKE_SINGLE_ATTEMPT_SHARE = 0.7
@@ -252,16 +298,17 @@ def _check_namesake_recipe(caller: str, namesake_recipe: int) -> None:
 
 
 def _check_recipe_fits_version(namesake_recipe: int) -> None:
-    """Recipe 6 is for the namesake world's version 4 (``$MR_SEARCH_NAMESAKE_VERSION``) and version 4 for recipe 6:
-    the other recipes' thoughts quote sentences that version 4's articles do not have."""
+    """Recipes 6 and 7 are for the namesake world's version 4 (``$MR_SEARCH_NAMESAKE_VERSION``) and version 4 for
+    them: the other recipes' thoughts quote sentences that version 4's articles do not have."""
     from mr_search_retrieval.embedded.variant import NAMESAKE_VERSION_ENV, namesake_version
 
     version = namesake_version()
-    if (namesake_recipe == NAMESAKE_PRESENCE_RECIPE) != (version == NAMESAKE_PRESENCE_WORLD):
+    if (namesake_recipe in PRESENCE_RECIPES) != (version == NAMESAKE_PRESENCE_WORLD):
         raise ValueError(
-            f"namesake recipe {namesake_recipe} does not fit the namesake world's version {version}: recipe "
-            f"{NAMESAKE_PRESENCE_RECIPE} is for version {NAMESAKE_PRESENCE_WORLD} only ({NAMESAKE_VERSION_ENV}="
-            f"{NAMESAKE_PRESENCE_WORLD} --namesake-recipe {NAMESAKE_PRESENCE_RECIPE}), recipes 1-5 for versions 2-3"
+            f"namesake recipe {namesake_recipe} does not fit the namesake world's version {version}: recipes "
+            f"{', '.join(map(str, PRESENCE_RECIPES))} are for version {NAMESAKE_PRESENCE_WORLD} only "
+            f"({NAMESAKE_VERSION_ENV}={NAMESAKE_PRESENCE_WORLD} --namesake-recipe {NAMESAKE_PRESENCE_RECIPE}), recipes "
+            "1-5 for versions 2-3"
         )
 
 
@@ -283,12 +330,29 @@ def warmstart_config(
     many transcripts show all K attempts (``NAMESAKE_SINGLE_ATTEMPT_SHARE``); from 3 on, the thought after the
     name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``);
     4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
-    (``NAMESAKE_DECISION_STEPS``)."""
+    (``NAMESAKE_DECISION_STEPS``); 6, 7 and 8 are for the world's version 4 (``NAMESAKE_MIXED_RECIPE``,
+    ``NAMESAKE_SHUFFLED_RECIPE``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
     namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
     _check_namesake_recipe("warmstart_config", namesake_recipe)
     _check_recipe_fits_version(namesake_recipe)
+    if namesake_recipe in (NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE):
+        transcripts = TranscriptConfig(
+            outcome_feedback=outcome_feedback,
+            namesake_presence=True,
+            p_verify_found=NAMESAKE_MIXED_P_VERIFY_FOUND,
+            presence_gold_shuffled=namesake_recipe == NAMESAKE_SHUFFLED_RECIPE,
+        )
+        return WarmStartConfig(
+            transcripts=transcripts,
+            single_attempt_share=NAMESAKE_SINGLE_ATTEMPT_SHARE,
+            steps=NAMESAKE_MIXED_STEPS,
+            batch_size=NAMESAKE_MIXED_BATCH_SIZE,
+            decision_mixed=True,
+            decision_search_loss=True,
+            decision_name_words=True,
+        )
     if namesake_recipe == NAMESAKE_PRESENCE_RECIPE:
         transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_presence=True)
         return WarmStartConfig(
@@ -390,10 +454,11 @@ def supervised_pass(
 
     if not examples:
         raise ValueError("supervised_pass: no examples to train on")
-    if config.decision_steps and not decision:
+    if config.decision_count and not decision:
         raise ValueError(
-            f"supervised_pass: decision_steps={config.decision_steps} but no decision windows were given; pass "
-            "decision=encode_all(decision.decision_transcripts(...)) or set decision_steps=0"
+            f"supervised_pass: decision_steps={config.decision_steps} (decision_mixed={config.decision_mixed}) but no "
+            "decision windows were given; pass decision=encode_all(decision.decision_transcripts(...)) or set "
+            "decision_steps=0 and decision_mixed off"
         )
     if threads is not None and threads < 0:
         raise ValueError(f"supervised_pass: threads={threads}; use 0 (timed choice), a positive count, or None")
@@ -423,18 +488,31 @@ def transcript_mix(questions: Sequence[dict], index: LexicalIndex, config: WarmS
 
 
 def decision_windows(
-    questions: Sequence[dict], index: LexicalIndex, config: WarmStartConfig, tokenizer, env: EnvEncoder | None = None
+    questions: Sequence[dict],
+    index: LexicalIndex,
+    config: WarmStartConfig,
+    tokenizer,
+    env: EnvEncoder | None = None,
+    name_words: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> list[Encoded]:
-    """The decision stage's windows, encoded (``decision_steps x decision_batch_size`` of them, in training order;
-    none when ``decision_steps`` is 0): whole prompts, instruction included (the batch runs it once)."""
-    if not config.decision_steps:
+    """The decision windows, encoded (``config.decision_count`` of them, in training order; none without a decision
+    stage or mix): whole prompts, instruction included (the batch runs it once). ``name_words``: the fresh names'
+    words (``decision.world_name_words``; needed with ``decision_name_words``)."""
+    count = config.decision_count
+    if not count:
         return []
-    count = config.decision_steps * config.decision_batch_size
+    if config.decision_name_words and name_words is None:
+        raise ValueError("decision_windows: decision_name_words needs name_words (decision.world_name_words(meta))")
     if config.transcripts.namesake_presence:
         # As in the check that learnt it: no loss on the passages, and (decision_search_loss off) none on the search
         # for N either.
         drawn = presence_windows(
-            questions, index, count, seed=config.transcripts.seed + 2, train_search=config.decision_search_loss
+            questions,
+            index,
+            count,
+            seed=config.transcripts.seed + 2,
+            train_search=config.decision_search_loss,
+            name_words=name_words if config.decision_name_words else None,
         )
         encoded = encode_all(drawn, tokenizer, env)
         return [replace(e, env_mask=[0] * len(e.env_mask)) for e in encoded]
@@ -443,13 +521,16 @@ def decision_windows(
     return encode_all(drawn, tokenizer, env)
 
 
-def train_step(model, optimizer, batch: Batch, config: WarmStartConfig):
-    """One optimizer step on ``batch`` (forward under bf16 autocast if ``config.bf16``, gradient clipped to 1);
-    returns the loss tensor."""
+def train_step(model, optimizer, batch: Batch, config: WarmStartConfig, mixed: Batch | None = None):
+    """One optimizer step on ``batch`` (forward under bf16 autocast if ``config.bf16``, gradient clipped to 1), plus
+    the mean loss of ``mixed`` (``decision_mixed``'s windows, a forward pass of their own) when given; returns the
+    loss tensor."""
     import torch
 
     with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
         loss = causal_lm_loss(model, batch.ids, batch.labels, batch.env_labels, config.env_loss_weight)
+        if mixed is not None:
+            loss = loss + causal_lm_loss(model, mixed.ids, mixed.labels, mixed.env_labels, config.env_loss_weight)
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -485,8 +566,10 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
     model.train()
     losses: list[float] = []
     batches: list[list[int]] = []
+    mixed_drawn = 0  # decision windows used so far by decision_mixed
     # Stages: windows, then decision windows and whole transcripts in the configured order.
     for step in range(total):
+        mixed = None
         if step in (config.window_steps, decision_from, decision_to) and step and tuner is not None:
             tuner.forget()  # each stage costs differently per token: compare thread counts afresh
         if step < config.window_steps:
@@ -499,13 +582,17 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
             if not batches:
                 batches = bucketed_batches(examples, config.batch_size, order)
             batch = pad_batch([examples[i] for i in batches.pop()], pad_id, config.max_length)
+            if config.decision_mixed:
+                rows = [decision[(mixed_drawn + i) % len(decision)] for i in range(config.decision_batch_size)]
+                mixed_drawn += config.decision_batch_size
+                mixed = pad_batch(rows, pad_id, config.max_length)
         if tuner is not None:
             tuner.start(step)
-        loss = train_step(model, optimizer, batch, config)
+        loss = train_step(model, optimizer, batch, config, mixed)
         scheduler.step()
         losses.append(float(loss.detach()))
         if tuner is not None:
-            tuner.finish(batch.ids.numel())
+            tuner.finish(batch.ids.numel() + (0 if mixed is None else mixed.ids.numel()))
         if on_step is not None:
             on_step(step, losses[-1])
     model.eval()
@@ -576,7 +663,10 @@ def ensure_warmstart(
         transcripts = transcript_mix(questions, index, config)
         env = EnvEncoder(tokenizer)
         examples = encode_all(transcripts, tokenizer, env)
-        decision = decision_windows(questions, index, config, tokenizer, env)
+        name_words = None
+        if config.decision_name_words:
+            name_words = world_name_words(json.loads(world.meta.read_text(encoding="utf-8")))
+        decision = decision_windows(questions, index, config, tokenizer, env, name_words)
         logger.info(
             "warm start: %d transcripts (mean %.0f tokens, built in %.1fs); %d steps on %d-token windows, %d on "
             "decision windows (%d, mean %.0f tokens) and %d on whole transcripts, %s",
@@ -589,7 +679,11 @@ def ensure_warmstart(
             len(decision),
             sum(len(e.input_ids) for e in decision) / max(1, len(decision)),
             config.steps,
-            "the decision windows last" if config.decision_last else "the whole transcripts last",
+            "mixed into the whole transcripts"
+            if config.decision_mixed
+            else "the decision windows last"
+            if config.decision_last
+            else "the whole transcripts last",
         )
 
         def report(step: int, loss: float) -> None:

@@ -119,6 +119,14 @@ class TranscriptConfig:
         namesake_presence: the namesake world's version 4: after the search for N the thought says whether the
             question's profession word is in the passages (``THINK_ABSENT`` then a search for "<profession> N", or
             ``THINK_PRESENT`` then the answer); excludes ``namesake_copy``.
+        p_verify_found: ``p_verify`` for an attempt that follows a found answer: one right after a retry that fixed a
+            wrong answer, or (with ``namesake_presence``) any right attempt of a namesake question, whose passages
+            held B's article (None: ``p_verify``, as before recipe 7). Lower, the next attempt keeps a fixed answer
+            more often than it checks it again (a check searches N again and can break the fix).
+        presence_gold_shuffled: with ``namesake_presence``, a gold passage a namesake or control question's search
+            misses (B's article after "<profession> N": the lexical index never ranks it in the top 3) takes a place
+            among the ``topk`` drawn from the query instead of the last (recipe 8; before it, B's article was always
+            passage 3 in training while the agent's dense index ranks it first for 91% of the training groups).
     """
 
     attempts: int = 3
@@ -130,6 +138,8 @@ class TranscriptConfig:
     outcome_feedback: bool = False
     namesake_copy: bool = False
     namesake_presence: bool = False
+    p_verify_found: float | None = None
+    presence_gold_shuffled: bool = False
 
     def __post_init__(self) -> None:
         if self.namesake_copy and self.namesake_presence:
@@ -145,6 +155,10 @@ class TranscriptConfig:
             raise ValueError(f"TranscriptConfig.p_wrong={self.p_wrong}: use a probability in [0, 1)")
         if not 0.0 <= self.p_verify <= 1.0:
             raise ValueError(f"TranscriptConfig.p_verify={self.p_verify}: use a probability in [0, 1]")
+        if self.p_verify_found is not None and not 0.0 <= self.p_verify_found <= 1.0:
+            raise ValueError(
+                f"TranscriptConfig.p_verify_found={self.p_verify_found}: use a probability in [0, 1] (None: p_verify)"
+            )
         if not 0.0 <= self.p_partial <= 1.0:
             raise ValueError(f"TranscriptConfig.p_partial={self.p_partial}: use a probability in [0, 1]")
 
@@ -205,10 +219,14 @@ class TranscriptBuilder:
         for row in questions:
             self._answers_by_relation[str(row.get("relation", ""))].append(str(row["golden_answers"][0]))
 
-    def _information(self, query: str, gold_id: str | None) -> Turn:
+    def _information(self, query: str, gold_id: str | None, shuffled: bool = False) -> Turn:
+        """The passages a search for ``query`` shows; a gold passage it misses replaces the last one, or
+        (``shuffled``) takes a place drawn from the query (the same query, the same place)."""
         docs = list(self.index.search(query, self.config.topk))
         if gold_id is not None and all(str(d["id"]) != gold_id for d in docs):
-            docs = [*docs[: self.config.topk - 1], self.index.doc(gold_id)]
+            docs = docs[: self.config.topk - 1]
+            place = random.Random(f"gold-{query}").randrange(len(docs) + 1) if shuffled else len(docs)
+            docs.insert(place, self.index.doc(gold_id))
         return Turn("information", format_passages(docs))
 
     def _confuser(self, row: Mapping[str, Any], information: str) -> str | None:
@@ -232,6 +250,7 @@ class TranscriptBuilder:
         said = self._namesake_said(row, subject, gold_ids[0])
         think_bridge = f"{said} I need to search for it." if said else THINK_BRIDGE.format(bridge=bridge)
         presence = self._presence(row, subject)
+        shuffled = presence is not None and self.config.presence_gold_shuffled
         if presence is not None and bridge is not None:
             # Version 4: the second search is the profession word and the name, not the second passage's title.
             bridge, think_bridge = f"{presence} {subject}", THINK_ABSENT.format(profession=presence, name=subject)
@@ -240,7 +259,7 @@ class TranscriptBuilder:
             reasoned = said or presence is not None
             think = f"{MAY_BE_WRONG}. {think_bridge}" if reasoned else THINK_RETRY_BRIDGE.format(bridge=bridge)
             turns.append(Turn("model", search_turn(self._told(think), bridge)))
-            turns.append(self._information(bridge, gold_ids[1]))
+            turns.append(self._information(bridge, gold_ids[1], shuffled))
         else:
             # The first try searches the entity's name; so does a retry after a misread or a check of a right
             # answer, and one after a partial query (with the full name). Not the whole question: the tiny policy
@@ -255,7 +274,7 @@ class TranscriptBuilder:
             turns.append(self._information(query, gold_ids[0]))
             if bridge is not None:  # two hops: the bridge entity named in the first passage is searched next
                 turns.append(Turn("model", search_turn(think_bridge, bridge)))
-                turns.append(self._information(bridge, gold_ids[1]))
+                turns.append(self._information(bridge, gold_ids[1], shuffled))
         think_answer = f"{said} {THINK_ANSWER}" if said and bridge is None else THINK_ANSWER
         if presence is not None:  # the profession word is in the last passages: N's (a control) or B's article
             think_answer = THINK_PRESENT.format(profession=presence)
@@ -339,6 +358,17 @@ class TranscriptBuilder:
             return self._partial_attempt(row, rng)
         return Attempt(kind, (search, information, Turn("model", answer_turn(THINK_ANSWER, wrong), trained=False)))
 
+    def _p_verify(self, row: Mapping[str, Any], correct: Sequence[bool]) -> float:
+        """The chance that the attempt after the right one that ends ``correct`` checks it again: ``p_verify_found``
+        after a fix of a wrong answer or a namesake question's right attempt (``namesake_presence``), else
+        ``p_verify``."""
+        found = self.config.p_verify_found
+        if found is None:
+            return self.config.p_verify
+        fixed = len(correct) >= 2 and not correct[-2]
+        namesake = self.config.namesake_presence and row.get("relation") == NAMESAKE_RELATION
+        return found if fixed or namesake else self.config.p_verify
+
     def build(self, row: Mapping[str, Any], rng: random.Random) -> Transcript:
         """One transcript for ``row``; ``rng`` decides whether and how the first attempt slips."""
         answer = str(row["golden_answers"][0])
@@ -347,7 +377,7 @@ class TranscriptBuilder:
         previous: Attempt | None = None
         while len(attempts) < self.config.attempts:
             if correct and correct[-1]:
-                if not self.config.outcome_feedback and rng.random() < self.config.p_verify:
+                if not self.config.outcome_feedback and rng.random() < self._p_verify(row, correct):
                     attempts.append(self._right_attempt(row, _VERIFY))
                 else:
                     keep = THINK_KEEP_TOLD if self.config.outcome_feedback else THINK_KEEP

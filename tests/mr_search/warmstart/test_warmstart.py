@@ -338,7 +338,8 @@ def test_the_decision_stage_can_come_last_at_its_own_learning_rate(
     kinds = {2: "window", 3: "whole", 1: "decision"}
     seen: list[tuple[str, float]] = []
 
-    def fake_step(model, optimizer, batch, config):
+    def fake_step(model, optimizer, batch, config, mixed=None):
+        assert mixed is None, "a decision stage of its own mixes nothing into other steps"
         seen.append((kinds[batch.ids.shape[0]], optimizer.param_groups[0]["lr"]))
         return torch.tensor(0.0)
 
@@ -360,3 +361,70 @@ def test_the_decision_stage_can_come_last_at_its_own_learning_rate(
     assert [kind for kind, _ in seen] == ["window", "window", "whole", "whole", "decision", "decision"]
     assert [lr for kind, lr in seen if kind == "decision"] == pytest.approx([1e-3, 1e-3])
     assert [lr for kind, lr in seen if kind == "window"] == pytest.approx([6e-3, 6e-3])
+
+
+@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")  # the fake step does not step
+def test_mixed_decision_windows_come_with_every_whole_transcript_step(
+    index, mini_questions, tokenizer, tiny_policy, monkeypatch
+):
+    """Recipe 7: no decision stage; each whole-transcript step gets ``decision_batch_size`` decision windows, in
+    order and from the first again when used up, at the stage's learning rate; window steps get none."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from mr_search.warmstart import train as train_module
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
+    examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 6, TranscriptConfig(seed=3))]
+    decision = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 3, TranscriptConfig(seed=5))]
+    seen: list[tuple[int, list[list[int]] | None, float]] = []
+
+    def fake_step(model, optimizer, batch, config, mixed=None):
+        rows = (
+            None if mixed is None else [[i for i in row.tolist() if i != tokenizer.pad_token_id] for row in mixed.ids]
+        )
+        seen.append((batch.ids.shape[0], rows, optimizer.param_groups[0]["lr"]))
+        return torch.tensor(0.0)
+
+    monkeypatch.setattr(train_module, "train_step", fake_step)
+    config = WarmStartConfig(
+        window_steps=2,
+        window_batch_size=2,
+        window_length=16,
+        steps=2,
+        batch_size=3,
+        decision_mixed=True,
+        decision_batch_size=2,
+        lr=6e-3,
+        warmup_steps=0,
+    )
+    assert config.decision_count == 4 and config.total_steps == 4
+    train_module._train(model, examples, config, tokenizer.pad_token_id, None, None, decision)
+    assert [(size, rows is None) for size, rows, _ in seen] == [(2, True), (2, True), (3, False), (3, False)]
+    expected = [decision[i].input_ids for i in (0, 1, 2, 0)]
+    assert [row for _, rows, _ in seen[2:] for row in rows] == expected
+    assert [lr for *_, lr in seen] == pytest.approx([6e-3, 6e-3, 6e-3, 6e-3])
+    with pytest.raises(ValueError, match="decision_mixed with decision_steps=3"):
+        WarmStartConfig(decision_mixed=True, decision_steps=3)
+
+
+def test_a_mixed_step_adds_the_decision_windows_own_mean_loss(index, mini_questions, tokenizer, tiny_policy):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from mr_search.warmstart.train import train_step
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
+    whole = pad_batch(
+        [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 3, TranscriptConfig())], 0, 512
+    )
+    mixed = pad_batch(
+        [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 2, TranscriptConfig(seed=9))], 0, 512
+    )
+    config = WarmStartConfig(bf16=False, env_loss_weight=0.5)
+    with torch.no_grad():
+        parts = [causal_lm_loss(model, b.ids, b.labels, b.env_labels, 0.5) for b in (whole, mixed)]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    loss = train_step(model, optimizer, whole, config, mixed)
+    assert float(loss.detach()) == pytest.approx(float(parts[0] + parts[1]), rel=1e-5)
+    assert float(parts[1]) > 0.1, "the windows' loss is a term of its own, not lost in the transcripts' mean"
