@@ -45,12 +45,20 @@ POLICY="${POLICY:-tiny}"                # tiny | small: the tiny policy's shape 
 NAMESAKE_VERSION="${NAMESAKE_VERSION:-}"  # WORLD=namesake only: 2 | 3 | 4, the namesake world's version (empty:
                                        # $MR_SEARCH_NAMESAKE_VERSION, else 2; 3 and 4 are cached under
                                        # worlds/namesake-v3, -v4; 4 builds the warm start's recipe 6)
+NAMESAKE_RECIPE="${NAMESAKE_RECIPE:-}"  # WORLD=namesake only: the warm start's recipe (python -m mr_search.warmstart
+                                       # --namesake-recipe; empty: the version's default; 7 and 8 are v4's newest)
 [[ "$WORLD" =~ ^(default|namesake)$ ]] || { echo "compare_embedded.sh: WORLD=$WORLD is not valid; use default or namesake" >&2; exit 1; }
 [[ -z "$NAMESAKE_VERSION" || "$WORLD" == namesake ]] \
   || { echo "compare_embedded.sh: NAMESAKE_VERSION=$NAMESAKE_VERSION needs WORLD=namesake" >&2; exit 1; }
 [[ "$WORLD" != namesake ]] || NAMESAKE_VERSION="${NAMESAKE_VERSION:-${MR_SEARCH_NAMESAKE_VERSION:-2}}"
 [[ "$NAMESAKE_VERSION" =~ ^[234]?$ ]] \
   || { echo "compare_embedded.sh: NAMESAKE_VERSION=$NAMESAKE_VERSION is not valid; use 2, 3 or 4 (or leave it empty)" >&2; exit 1; }
+[[ -z "$NAMESAKE_RECIPE" || "$WORLD" == namesake ]] \
+  || { echo "compare_embedded.sh: NAMESAKE_RECIPE=$NAMESAKE_RECIPE needs WORLD=namesake" >&2; exit 1; }
+[[ "$NAMESAKE_RECIPE" =~ ^([1-9][0-9]*)?$ ]] \
+  || { echo "compare_embedded.sh: NAMESAKE_RECIPE=$NAMESAKE_RECIPE is not valid; use a recipe number (or leave it empty)" >&2; exit 1; }
+recipe_flag=()  # python -m mr_search.warmstart (which refuses a recipe its world's version does not build)
+[[ -z "$NAMESAKE_RECIPE" ]] || recipe_flag=(--namesake-recipe "$NAMESAKE_RECIPE")
 if [[ "$WORLD" == default ]]; then
   REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_embedded}"
   RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
@@ -61,7 +69,7 @@ else
 fi
 export MR_SEARCH_WORLD="$WORLD"
 if [[ -n "$NAMESAKE_VERSION" ]]; then export MR_SEARCH_NAMESAKE_VERSION="$NAMESAKE_VERSION"; else unset MR_SEARCH_NAMESAKE_VERSION; fi
-world_said="$WORLD${NAMESAKE_VERSION:+ v$NAMESAKE_VERSION}"
+world_said="$WORLD${NAMESAKE_VERSION:+ v$NAMESAKE_VERSION}${NAMESAKE_RECIPE:+, warm-start recipe $NAMESAKE_RECIPE}"
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 NOTE="${NOTE:-}"                        # one line for the report's history table
 WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
@@ -130,7 +138,7 @@ mapfile -t files < <("$PYTHON" -c \
 TRAIN_FILE="${files[0]}"
 TEST_FILE="${files[1]}"
 echo "compare_embedded.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
-WARM="$("$PYTHON" -m mr_search.warmstart --policy "$POLICY" "${feedback_flag[@]}" | tail -n 1)"
+WARM="$("$PYTHON" -m mr_search.warmstart --policy "$POLICY" "${feedback_flag[@]}" "${recipe_flag[@]}" | tail -n 1)"
 if ! retrieval_healthy "$RETRIEVER_URL"; then
   echo -n "compare_embedded.sh: "
   retrieval_start_local "$RETRIEVER_URL" "$WORK_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
@@ -155,6 +163,7 @@ fi
 knobs=""  # the world and policy knobs, when not the defaults, lead the command in the report
 [[ "$WORLD" == default ]] || knobs+="WORLD=$WORLD "
 [[ "${NAMESAKE_VERSION:-2}" == 2 ]] || knobs+="NAMESAKE_VERSION=$NAMESAKE_VERSION "
+[[ -z "$NAMESAKE_RECIPE" ]] || knobs+="NAMESAKE_RECIPE=$NAMESAKE_RECIPE "
 [[ "$POLICY" == tiny ]] || knobs+="POLICY=$POLICY "
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
 import json, sys

@@ -66,6 +66,10 @@ def test_the_namesake_version_is_chosen_and_said(tmp_path: Path) -> None:
     said = run(tmp_path, WORLD="namesake", MR_SEARCH_NAMESAKE_VERSION="3")
     assert said.returncode == 0, said.stderr
     assert "world namesake v3, policy tiny" in said.stdout
+    # The warm start's recipe, when chosen, is said with the world.
+    recipe = run(tmp_path, WORLD="namesake", POLICY="small", NAMESAKE_VERSION="4", NAMESAKE_RECIPE="7")
+    assert recipe.returncode == 0, recipe.stderr
+    assert "world namesake v4, warm-start recipe 7, policy small" in recipe.stdout
     # It means nothing to the default world, which ignores it (NAMESAKE_VERSION itself is refused there, below).
     default = run(tmp_path, MR_SEARCH_NAMESAKE_VERSION="3")
     assert default.returncode == 0, default.stderr
@@ -90,6 +94,8 @@ def test_the_namesake_version_is_chosen_and_said(tmp_path: Path) -> None:
         ({"POLICY": "huge"}, "POLICY=huge is not valid; use tiny or small"),
         ({"WORLD": "namesake", "NAMESAKE_VERSION": "1"}, "NAMESAKE_VERSION=1 is not valid; use 2, 3 or 4"),
         ({"NAMESAKE_VERSION": "3"}, "NAMESAKE_VERSION=3 needs WORLD=namesake"),
+        ({"NAMESAKE_RECIPE": "7"}, "NAMESAKE_RECIPE=7 needs WORLD=namesake"),
+        ({"WORLD": "namesake", "NAMESAKE_RECIPE": "seven"}, "NAMESAKE_RECIPE=seven is not valid; use a recipe number"),
     ],
 )
 def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:
