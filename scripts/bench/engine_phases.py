@@ -178,8 +178,9 @@ class InProcessRunner:
         self.chains: dict[str, list[Call]] = {}
 
     async def loop(self, rows: Sequence[Mapping[str, Any]], n: int, *, strings_only: bool = False) -> Phase:
-        if not rows:  # a worker with no share this time
-            self.chains = {} if not strings_only else self.chains
+        if not rows:  # a worker with no share this time: nothing of its own to replay either
+            if not strings_only:
+                self.chains = {}
             return Phase(0.0, 0, 0)
         phase = await loop_phase(self.make_loop, rows, n, self.server, strings_only=strings_only)
         if not strings_only:  # the replays replay the default loop's calls
