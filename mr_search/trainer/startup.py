@@ -72,9 +72,11 @@ def fit_micro_batches(config: Any) -> None:
 
     The update's micro-batch splits a GPU's share of a PPO mini-batch (``ppo_mini_batch_size x rollout.n / dp``
     rows), the log-prob passes' split a GPU's share of the step (``data.train_batch_size x rollout.n / dp``), with
-    ``dp = n_gpus_per_node x nnodes / ulysses_sequence_parallel_size``. A micro-batch larger than its share is set to
-    the share (it only bounds memory: the computation is the same); one that does not divide it stops the start-up
-    naming both numbers. Token-based micro-batches (``use_dynamic_bsz``) have no such rule.
+    ``dp = n_gpus_per_node x nnodes / ulysses_sequence_parallel_size``. A micro-batch only bounds memory (the
+    computation is the same), so one that does not divide its share is set to the largest divisor of the share not
+    above it (the share itself when it is larger), with a warning naming both numbers: the paper preset's log-prob
+    micro-batch 8 on 2 GPUs with 8 questions x 5 (20 rows a GPU) runs with 5. Token-based micro-batches
+    (``use_dynamic_bsz``) have no such rule.
     """
     if not OmegaConf.is_config(config) or OmegaConf.select(
         config, "actor_rollout_ref.actor.use_dynamic_bsz", default=False
@@ -100,13 +102,20 @@ def fit_micro_batches(config: Any) -> None:
                 f"data-parallel GPUs; choose {batch_key} so that x {n} is a multiple of {dp}"
             )
         share = rows // dp
+        if isinstance(micro, bool) or not isinstance(micro, int) or micro < 1:
+            raise ValueError(
+                f"{key}={micro!r} must be a whole number of rows >= 1 (a divisor of the {share} each GPU gets)"
+            )
         if share % micro == 0:
             continue
-        if micro > share:
-            logger.warning("%s=%d > the %d rows each GPU gets (%s): using %d", key, micro, share, batch_key, share)
-            OmegaConf.update(config, key, share, merge=False)
-            continue
-        raise ValueError(
-            f"{key}={micro} does not divide the {share} rows each GPU gets ({batch_key}={questions} x rollout.n "
-            f"{n} / {dp} GPUs); use a divisor of {share}"
+        fitted = largest_divisor_up_to(share, micro)
+        relation = ">" if micro > share else "does not divide"
+        logger.warning(
+            "%s=%d %s the %d rows each GPU gets (%s): using %d", key, micro, relation, share, batch_key, fitted
         )
+        OmegaConf.update(config, key, fitted, merge=False)
+
+
+def largest_divisor_up_to(n: int, bound: int) -> int:
+    """The largest divisor of ``n`` that is at most ``bound`` (``bound`` >= 1)."""
+    return max(d for d in range(1, min(n, bound) + 1) if n % d == 0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -11,7 +12,7 @@ from mr_search.contract import SEARCH_RECORD, SEGMENT
 from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.metrics import episode_statistics
 from mr_search.trainer.search_health import SearchFailures, check_search_failures, search_failures
-from mr_search.trainer.startup import check_training_options, replay_poll_seconds
+from mr_search.trainer.startup import check_training_options, largest_divisor_up_to, replay_poll_seconds
 
 
 @pytest.mark.parametrize("episode", [{"context": "previous_attempt"}, {"max_context_tokens": 4096}])
@@ -119,11 +120,27 @@ def test_the_paper_recipe_fits_as_it_is_on_8_gpus() -> None:
     assert paper.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 8
 
 
-def test_micro_batches_that_do_not_divide_the_share_stop_the_start_up() -> None:
-    with pytest.raises(ValueError, match=r"ppo_micro_batch_size_per_gpu=3 does not divide the 8 rows"):
-        check_training_options(_sizes(gpus=2, micro=3))
+def test_micro_batches_that_do_not_divide_the_share_are_set_to_its_largest_divisor_below_them(caplog) -> None:
+    # The paper preset (log-prob micro-batch 8) on 2 GPUs with 8 questions x 5: 20 rows a GPU (session 6's first
+    # 2-GPU paper launch stopped here); the update's mini-batch 8 x 5 / 2 = 20 rows too, micro 4 divides it.
+    paper = _sizes(gpus=2, mini=8, batch=8, n=5, micro=4, log_micro=8)
+    with caplog.at_level(logging.WARNING, logger="mr_search.trainer.startup"):
+        check_training_options(paper)
+    assert paper.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 5
+    assert paper.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 4  # divides: untouched
+    assert "log_prob_micro_batch_size_per_gpu=8 does not divide the 20 rows each GPU gets" in caplog.text
+    assert "using 5" in caplog.text
+    odd = _sizes(gpus=2, micro=3)  # 8 rows a GPU: 3 -> 2
+    check_training_options(odd)
+    assert odd.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 2
+    assert [largest_divisor_up_to(n, b) for n, b in [(20, 8), (8, 3), (7, 4), (12, 12), (6, 100)]] == [5, 2, 1, 12, 6]
+
+
+def test_bad_sizes_stop_the_start_up() -> None:
     with pytest.raises(ValueError, match=r"do not split over 3 data-parallel GPUs"):
         check_training_options(_sizes(gpus=3))
+    with pytest.raises(ValueError, match=r"ppo_micro_batch_size_per_gpu=0 must be a whole number of rows >= 1"):
+        check_training_options(_sizes(gpus=2, micro=0))
     check_training_options(_sizes(gpus=3, micro=3, use_dynamic_bsz=True))  # token-based micro-batches: no rule
     check_training_options(_sizes(gpus=4, ulysses_sequence_parallel_size=2))  # 2 data-parallel groups: share 8
 
