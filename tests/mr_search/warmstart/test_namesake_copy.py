@@ -112,7 +112,7 @@ def test_without_the_option_the_transcripts_are_as_before(namesake_index):
 
 
 def test_the_recipe_is_versioned_and_earlier_recipes_keep_their_cache_keys():
-    assert NAMESAKE_RECIPE == 3 and NAMESAKE_RECIPES == 8, "recipes 4-8 are opt-in, 3 stays the default"
+    assert NAMESAKE_RECIPE == 3 and NAMESAKE_RECIPES == 9, "recipes 4-9 are opt-in, 3 stays the default"
     assert warmstart_config(world="namesake").transcripts.namesake_copy
     assert not warmstart_config(world="default").transcripts.namesake_copy
     # The default world's key and the namesake recipe 2's (the build the namesake comparison used) are unchanged.
@@ -125,8 +125,8 @@ def test_the_recipe_is_versioned_and_earlier_recipes_keep_their_cache_keys():
     assert warmstart_config(world="namesake", namesake_recipe=4) == warmstart_config(
         world="namesake", namesake_recipe=3
     )
-    with pytest.raises(ValueError, match="namesake_recipe=9"):
-        warmstart_config(world="namesake", namesake_recipe=9)
+    with pytest.raises(ValueError, match="namesake_recipe=10"):
+        warmstart_config(world="namesake", namesake_recipe=10)
 
 
 def test_recipe_4_starts_from_a_policy_with_name_tokens_and_earlier_recipes_from_the_plain_one():
