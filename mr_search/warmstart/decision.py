@@ -168,7 +168,8 @@ def presence_windows(
     ``read_answer`` (recipe 9): a retry window goes on past the search "<profession> N": its passages
     (``_read_passages``: B's article at a place drawn uniformly among the three, beside N's passages and people of B's
     profession) and ``THINK_PRESENT`` with B's city, read from B's article wherever it stands. ``check_share``: that
-    share of windows (drawn) is two attempts, the first context only, the second checking it as recipe 9's transcripts
+    share of windows (drawn) is two attempts, the first trained as a one-attempt window (a misread answer in it context
+    only), the second checking it as recipe 9's transcripts
     do: a retry window's searches "<profession> N" again (``THINK_CHECK_REFORMULATED``) and reads the same passages
     again, a control's searches N again (``THINK_RETRY``, as every earlier recipe). Both off, the windows are recipe
     6's to the byte (their draws come from a generator of their own)."""
@@ -241,7 +242,9 @@ def presence_windows(
         if reads.random() >= check_share:
             out.append(Transcript(question, (answer,), (attempt,), (True,)))
             continue
-        context = tuple(replace(turn, trained=False) if turn.role == "model" else turn for turn in attempt)
+        # The first attempt trains as a one-attempt window does (every window trains the decision: 9a, whose check
+        # windows' first attempts were context only, trained it in half of them and never learnt it), but a misread.
+        context = attempt
         right = True
         if retry and reads.random() < CHECK_MISREAD_SHARE:
             # The first answer misread: the city of the first passage that is not B's article (the agent's slip).

@@ -309,8 +309,12 @@ NAMESAKE_SHUFFLED_RECIPE = 8
 # answer read from B's article at a place drawn uniformly (``decision_read_answer``), a share of windows is a check
 # (``NAMESAKE_CHECK_SHARE``), and the transcripts' check of a namesake answer searches "<profession> N" again at
 # ``p_verify`` (``presence_check_reformulated``); control checks as before.
+# A first build (9a: check share 0.5, the check windows' first attempt context only, 24 windows a step) trained the
+# decision in only ~6,000 windows and never learnt it (greedy: "is in the passages" after every namesake question's N):
+# every window now trains it, a quarter are checks, and 32 windows a step (16,000) offset the extra trained tokens.
 NAMESAKE_READ_RECIPE = 9
-NAMESAKE_CHECK_SHARE = 0.5
+NAMESAKE_CHECK_SHARE = 0.25
+NAMESAKE_READ_BATCH_SIZE = 32
 PRESENCE_RECIPES = (NAMESAKE_PRESENCE_RECIPE, NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE, NAMESAKE_READ_RECIPE)
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
@@ -375,6 +379,7 @@ def warmstart_config(
         return WarmStartConfig(
             decision_read_answer=read,
             decision_check_share=NAMESAKE_CHECK_SHARE if read else 0.0,
+            decision_batch_size=NAMESAKE_READ_BATCH_SIZE if read else WarmStartConfig.decision_batch_size,
             transcripts=transcripts,
             single_attempt_share=NAMESAKE_SINGLE_ATTEMPT_SHARE,
             steps=NAMESAKE_MIXED_STEPS,

@@ -14,6 +14,7 @@ from mr_search.warmstart.decision import presence_windows
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.train import (
     NAMESAKE_CHECK_SHARE,
+    NAMESAKE_READ_BATCH_SIZE,
     NAMESAKE_READ_RECIPE,
     NAMESAKE_SHUFFLED_RECIPE,
     WarmStartConfig,
@@ -62,8 +63,10 @@ def test_recipe_9_is_recipe_8_with_reading_and_checks_and_earlier_keys_stay(monk
         eight,
         decision_read_answer=True,
         decision_check_share=NAMESAKE_CHECK_SHARE,
+        decision_batch_size=NAMESAKE_READ_BATCH_SIZE,
         transcripts=replace(eight.transcripts, presence_check_reformulated=True),
     )
+    assert nine.decision_count > eight.decision_count, "more windows than recipe 8's 12,000: they carry more"
     assert 0 < NAMESAKE_CHECK_SHARE < 1 and nine.key() not in set(keys.values())
     monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "3")
     with pytest.raises(ValueError, match="recipe 9 does not fit the namesake world's version 3"):
@@ -111,7 +114,8 @@ def test_check_windows_search_the_reformulation_again_for_namesake_answers_only(
         answer = window.golden_answers[0]
         name = _search(first[0].text)
         profession = re.match(r"Where was the (\w+) ", window.question).group(1)
-        assert not any(turn.trained for turn in first if turn.role == "model"), "the first attempt is context"
+        assert first[2].trained, "every window trains the decision after N's passages, a check window's too"
+        assert first[-1].trained is window.correct[0], "a misread first answer is context only"
         assert check[-1].text == answer_turn(THINK_PRESENT.format(profession=profession), answer) and check[-1].trained
         if len(first) == 3:  # a control: checked as every recipe checks, by searching N again
             assert check[0].text == search_turn(THINK_RETRY, name) and check[1] == first[1]
