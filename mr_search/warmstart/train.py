@@ -312,6 +312,8 @@ NAMESAKE_SHUFFLED_RECIPE = 8
 # A first build (9a: check share 0.5, the check windows' first attempt context only, 24 windows a step) trained the
 # decision in only ~6,000 windows and never learnt it (greedy: "is in the passages" after every namesake question's N):
 # every window now trains it, a quarter are checks, and 32 windows a step (16,000) offset the extra trained tokens.
+# That build (9b) did not learn the decision either (0 of 40 held-out namesake windows; recipe 7's: 40 of 40): not a
+# recipe for make compare; reports/compare_namesake/investigation.md says what to try next.
 NAMESAKE_READ_RECIPE = 9
 NAMESAKE_CHECK_SHARE = 0.25
 NAMESAKE_READ_BATCH_SIZE = 32
