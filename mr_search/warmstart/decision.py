@@ -14,6 +14,9 @@ profession word alone predicts the sentence: only matching the question's profes
 Version 4 of the world (``presence_windows``, recipe 6) makes the decision a presence check: N's passages are about
 one namesake only, and a window ends with the turn after them: "The sailor is not in the passages. I need to search
 for sailor Aldo Venn." and that search, or "The painter is in the passages. I found the answer." and the answer.
+Recipe 9 (``read_answer``, ``check_share``) goes on after that search: its passages hold B's article at a drawn place
+among others (N's, another person of B's profession), and the answer is read from it; and a share of windows is a
+second attempt checking the first: "<profession> N" searched again after a namesake answer, N after a control's.
 """
 
 from __future__ import annotations
@@ -31,7 +34,9 @@ from mr_search.warmstart.transcripts import (
     NAMESAKE_CONTROL_RELATION,
     NAMESAKE_RELATION,
     THINK_ABSENT,
+    THINK_CHECK_REFORMULATED,
     THINK_PRESENT,
+    THINK_RETRY,
     THINK_SEARCH,
     Transcript,
     TranscriptBuilder,
@@ -42,6 +47,9 @@ from mr_search.warmstart.transcripts import (
 )
 
 DECISION_RELATIONS = (NAMESAKE_RELATION, NAMESAKE_CONTROL_RELATION)
+# Recipe 9: the share of retry check windows whose first answer (context only) is misread from a passage that is not
+# B's article, as the built policies' wrong namesake answers were; the check then reads the right one.
+CHECK_MISREAD_SHARE = 0.5
 _THINK_END = "</think>"
 
 
@@ -143,6 +151,8 @@ def presence_windows(
     seed: int = 0,
     train_search: bool = False,
     name_words: tuple[Sequence[str], Sequence[str]] | None = None,
+    read_answer: bool = False,
+    check_share: float = 0.0,
 ) -> list[Transcript]:
     """``count`` decision windows of the namesake world's version 4 (``TranscriptConfig.namesake_presence``), each a
     freshly drawn group, so the decision can only be learnt by reading (the one-off check in reports/compare_namesake
@@ -153,7 +163,16 @@ def presence_windows(
     ``THINK_ABSENT`` and the search "<profession> N") and a control (present: ``THINK_PRESENT`` and the answer). The
     search for N is context (``trained`` False) unless ``train_search``. ``name_words`` (first names, surnames; recipe
     7: ``world_name_words``, the words every v3/v4 name, held-out ones included, recombines) replaces the training
-    namesake names' words (recipe 6: 360 names' words, so held-out names were miscopied)."""
+    namesake names' words (recipe 6: 360 names' words, so held-out names were miscopied).
+
+    ``read_answer`` (recipe 9): a retry window goes on past the search "<profession> N": its passages
+    (``_read_passages``: B's article at a place drawn uniformly among the three, beside N's passages and people of B's
+    profession) and ``THINK_PRESENT`` with B's city, read from B's article wherever it stands. ``check_share``: that
+    share of windows (drawn) is two attempts, the first trained as a one-attempt window (a misread answer in it context
+    only), the second checking it as recipe 9's transcripts
+    do: a retry window's searches "<profession> N" again (``THINK_CHECK_REFORMULATED``) and reads the same passages
+    again, a control's searches N again (``THINK_RETRY``, as every earlier recipe). Both off, the windows are recipe
+    6's to the byte (their draws come from a generator of their own)."""
     from mr_search_retrieval.embedded.namesake import NamesakeGroup, presence_passages
 
     rows = [row for row in questions if row.get("relation") in DECISION_RELATIONS]
@@ -174,7 +193,12 @@ def presence_windows(
     professions = sorted({question_profession(str(row["question"]), name) for row, name in pairs})
     cities = sorted({str(row["golden_answers"][0]) for row in rows})
     taken = {str(doc["title"]) for doc in index.docs}
+    if check_share and not read_answer:
+        raise ValueError("presence_windows: check_share needs read_answer (a check reads B's article again)")
+    if not 0.0 <= check_share <= 1.0:
+        raise ValueError(f"presence_windows: check_share={check_share}; use a share in [0, 1]")
     rng = random.Random(f"presence-{seed}")
+    reads = random.Random(f"presence-read-{seed}")  # recipe 9's draws: recipe 6-8's windows stay as they were
     out = []
     for number in range(count):
         retry = number % 2 == 0
@@ -192,11 +216,84 @@ def presence_windows(
             decision = search_turn(think, f"{profession} {name}")
         else:
             decision = answer_turn(THINK_PRESENT.format(profession=profession), city)
-        attempt = (
-            Turn("model", search_turn(THINK_SEARCH, name), trained=train_search),
-            Turn("information", format_passages([{"contents": f'"{title}"\n{text}'} for title, text in shown])),
-            Turn("model", decision),
-        )
+        first = Turn("information", _passages(shown))
+        attempt = (Turn("model", search_turn(THINK_SEARCH, name), trained=train_search), first, Turn("model", decision))
         question = f"Where was the {profession} {name} born?"
-        out.append(Transcript(question, (other_city if retry else city,), (attempt,), (True,)))
+        answer = other_city if retry else city
+        if not read_answer:
+            out.append(Transcript(question, (answer,), (attempt,), (True,)))
+            continue
+        if retry:
+            query = f"{profession} {name}"
+            others = [c for c in cities if c not in (city, other_city)]
+            shown_read = _read_passages(reads, name, profession, answer, about, others, (firsts, lasts))
+            second = Turn("information", _passages(shown_read))
+            attempt = (
+                *attempt,
+                second,
+                Turn("model", answer_turn(THINK_PRESENT.format(profession=profession), answer)),
+            )
+            check = (
+                Turn("model", search_turn(THINK_CHECK_REFORMULATED.format(profession=profession, name=name), query)),
+            )
+            check += (second,)
+        else:
+            check = (Turn("model", search_turn(THINK_RETRY, name)), first)
+        if reads.random() >= check_share:
+            out.append(Transcript(question, (answer,), (attempt,), (True,)))
+            continue
+        # The first attempt trains as a one-attempt window does (every window trains the decision: 9a, whose check
+        # windows' first attempts were context only, trained it in half of them and never learnt it), but a misread.
+        context = attempt
+        right = True
+        if retry and reads.random() < CHECK_MISREAD_SHARE:
+            # The first answer misread: the city of the first passage that is not B's article (the agent's slip).
+            b_title = f"{profession.capitalize()} from {answer}"
+            text = next(text for title, text in shown_read if title != b_title)
+            misread = re.search(r"\bin ([A-Z]\w+)", text).group(1)
+            slip = answer_turn(THINK_PRESENT.format(profession=profession), misread)
+            context, right = (*context[:-1], Turn("model", slip, trained=False)), False
+        check += (Turn("model", answer_turn(THINK_PRESENT.format(profession=profession), answer)),)
+        out.append(Transcript(question, (answer,), (context, check), (right, True)))
     return out
+
+
+def _passages(shown: Sequence[tuple[str, str]]) -> str:
+    return format_passages([{"contents": f'"{title}"\n{text}'} for title, text in shown])
+
+
+def _read_passages(
+    rng: random.Random,
+    name: str,
+    profession: str,
+    city: str,
+    about: Sequence[tuple[str, str]],
+    cities: Sequence[str],
+    name_words: tuple[Sequence[str], Sequence[str]],
+) -> list[tuple[str, str]]:
+    """The three passages a search for "<profession> N" shows in a recipe-9 window: B's article (``name`` of
+    ``profession``, born in ``city``) at a place drawn uniformly, and two others, each (even chances) one of N's
+    passages ``about`` (the other namesake's) or another person of ``profession`` (a name of ``name_words``, first names
+    and surnames) born in one of ``cities``, written as B's article is or as the default world's people are (what the
+    agent's dense index shows beside B's article)."""
+    b_article = (f"{profession.capitalize()} from {city}", f"The {profession} {name} was born in {city}.")
+    spare = list(about)
+    rng.shuffle(spare)
+    others: list[tuple[str, str]] = []
+    for _ in range(2):
+        if rng.random() < 0.5:
+            others.append(spare.pop())
+            continue
+        person = name
+        while person == name:
+            person = f"{rng.choice(name_words[0])} {rng.choice(name_words[1])}"
+        where = rng.choice(list(cities))
+        if rng.random() < 0.5:
+            others.append(
+                (f"{profession.capitalize()} from {where}", f"The {profession} {person} was born in {where}.")
+            )
+        else:
+            article = "an" if profession[0] in "aeiou" else "a"
+            others.append((person, f"{person} was {article} {profession} born in {where}."))
+    others.insert(rng.randrange(3), b_article)
+    return others

@@ -120,6 +120,10 @@ class WarmStartConfig:
             mean loss is added to the whole transcripts' (each kind its own mean), at the stage's learning rate.
         decision_name_words: recipe 6's fresh windows draw their names from the words every v3/v4 name recombines
             (``decision.world_name_words``; the world's meta.json) instead of the training namesake names' words.
+        decision_read_answer: the retry windows go on past the search "<profession> N" to the answer read from B's
+            article at a drawn place among the passages (recipe 9; ``decision.presence_windows``' ``read_answer``).
+        decision_check_share: with ``decision_read_answer``, the share of windows that are a second attempt checking
+            the first ("<profession> N" searched again after a namesake answer, N after a control's; 0: none).
         steps: optimizer steps on whole transcripts.
         batch_size: transcripts per step (batches group transcripts of similar length).
         lr: peak learning rate (AdamW, linear warm-up, constant, then linear decay to 10% over the last 20%).
@@ -146,6 +150,8 @@ class WarmStartConfig:
     decision_search_loss: bool = False
     decision_mixed: bool = False
     decision_name_words: bool = False
+    decision_read_answer: bool = False
+    decision_check_share: float = 0.0
     steps: int = 200
     batch_size: int = 16
     lr: float = 6e-3
@@ -180,6 +186,11 @@ class WarmStartConfig:
             raise ValueError(
                 f"WarmStartConfig: decision_mixed with decision_steps={self.decision_steps}; the mixed windows come in "
                 "the whole-transcript steps: set decision_steps=0 (or decision_mixed off for a stage of their own)"
+            )
+        if not 0.0 <= self.decision_check_share <= 1.0 or (self.decision_check_share and not self.decision_read_answer):
+            raise ValueError(
+                f"WarmStartConfig.decision_check_share={self.decision_check_share}: use a share in [0, 1], and above 0 "
+                "only with decision_read_answer (a check window reads B's article again)"
             )
         if not 0.0 <= self.decision_lr < 1.0:
             raise ValueError(f"WarmStartConfig.decision_lr={self.decision_lr}: use 0 (the schedule's) or a rate < 1")
@@ -223,10 +234,15 @@ class WarmStartConfig:
         for name in ("decision_mixed", "decision_name_words"):
             if not fields[name]:
                 del fields[name]  # likewise (every build before recipe 7)
+        for name in ("decision_read_answer", "decision_check_share"):
+            if not fields[name]:
+                del fields[name]  # likewise (every build before recipe 9)
         if self.transcripts.p_verify_found is None:
             del fields["transcripts"]["p_verify_found"]  # likewise
         if not self.transcripts.presence_gold_shuffled:
             del fields["transcripts"]["presence_gold_shuffled"]  # likewise (every build before recipe 8)
+        if not self.transcripts.presence_check_reformulated:
+            del fields["transcripts"]["presence_check_reformulated"]  # likewise (every build before recipe 9)
         payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
@@ -242,7 +258,9 @@ class WarmStartConfig:
 # 7: 6 with the decision windows mixed into the whole-transcript stage (``decision_mixed``), their names from every
 # v3/v4 name word (``decision_name_words``), and a fixed answer kept more often than checked (``p_verify_found``).
 # 8: 7 with B's article at a place drawn from the query when the lexical search misses it (``presence_gold_shuffled``).
-NAMESAKE_RECIPES = 8
+# 9: 8 with the decision windows read on to the answer from B's article at a drawn place and a share of them checks,
+# and the transcripts' check of a namesake answer a search for "<profession> N" (``NAMESAKE_READ_RECIPE``).
+NAMESAKE_RECIPES = 9
 # The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
 # policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
 # 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
@@ -285,7 +303,21 @@ NAMESAKE_MIXED_P_VERIFY_FOUND = 0.1
 # its namesake attempts' first passages, 0 of 58 controls') but then answered from the wrong passage for about half of
 # them: in its transcripts B's article was always passage 3 (the lexical index misses it); the dense index ranks it 1st.
 NAMESAKE_SHUFFLED_RECIPE = 8
-PRESENCE_RECIPES = (NAMESAKE_PRESENCE_RECIPE, NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE)
+# Recipe 9: 8's build still answered from B's article only when it was passage 1 (18 of 24; 0 of 7 elsewhere), and its
+# checks of a right namesake answer searched N again and re-decided "is in the passages" on a context that still held
+# B's article (16 of 16 right greedy namesake answers broken by attempt 3). Here the mixed retry windows go on to the
+# answer read from B's article at a place drawn uniformly (``decision_read_answer``), a share of windows is a check
+# (``NAMESAKE_CHECK_SHARE``), and the transcripts' check of a namesake answer searches "<profession> N" again at
+# ``p_verify`` (``presence_check_reformulated``); control checks as before.
+# A first build (9a: check share 0.5, the check windows' first attempt context only, 24 windows a step) trained the
+# decision in only ~6,000 windows and never learnt it (greedy: "is in the passages" after every namesake question's N):
+# every window now trains it, a quarter are checks, and 32 windows a step (16,000) offset the extra trained tokens.
+# That build (9b) did not learn the decision either (0 of 40 held-out namesake windows; recipe 7's: 40 of 40): not a
+# recipe for make compare; reports/compare_namesake/investigation.md says what to try next.
+NAMESAKE_READ_RECIPE = 9
+NAMESAKE_CHECK_SHARE = 0.25
+NAMESAKE_READ_BATCH_SIZE = 32
+PRESENCE_RECIPES = (NAMESAKE_PRESENCE_RECIPE, NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE, NAMESAKE_READ_RECIPE)
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
 # alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
@@ -298,7 +330,7 @@ def _check_namesake_recipe(caller: str, namesake_recipe: int) -> None:
 
 
 def _check_recipe_fits_version(namesake_recipe: int) -> None:
-    """Recipes 6 and 7 are for the namesake world's version 4 (``$MR_SEARCH_NAMESAKE_VERSION``) and version 4 for
+    """Recipes 6 to 9 are for the namesake world's version 4 (``$MR_SEARCH_NAMESAKE_VERSION``) and version 4 for
     them: the other recipes' thoughts quote sentences that version 4's articles do not have."""
     from mr_search_retrieval.embedded.variant import NAMESAKE_VERSION_ENV, namesake_version
 
@@ -330,21 +362,26 @@ def warmstart_config(
     many transcripts show all K attempts (``NAMESAKE_SINGLE_ATTEMPT_SHARE``); from 3 on, the thought after the
     name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``);
     4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
-    (``NAMESAKE_DECISION_STEPS``); 6, 7 and 8 are for the world's version 4 (``NAMESAKE_MIXED_RECIPE``,
-    ``NAMESAKE_SHUFFLED_RECIPE``)."""
+    (``NAMESAKE_DECISION_STEPS``); 6, 7, 8 and 9 are for the world's version 4 (``NAMESAKE_MIXED_RECIPE``,
+    ``NAMESAKE_SHUFFLED_RECIPE``, ``NAMESAKE_READ_RECIPE``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
     namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
     _check_namesake_recipe("warmstart_config", namesake_recipe)
     _check_recipe_fits_version(namesake_recipe)
-    if namesake_recipe in (NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE):
+    if namesake_recipe in (NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE, NAMESAKE_READ_RECIPE):
+        read = namesake_recipe == NAMESAKE_READ_RECIPE
         transcripts = TranscriptConfig(
             outcome_feedback=outcome_feedback,
             namesake_presence=True,
             p_verify_found=NAMESAKE_MIXED_P_VERIFY_FOUND,
-            presence_gold_shuffled=namesake_recipe == NAMESAKE_SHUFFLED_RECIPE,
+            presence_gold_shuffled=namesake_recipe in (NAMESAKE_SHUFFLED_RECIPE, NAMESAKE_READ_RECIPE),
+            presence_check_reformulated=read,
         )
         return WarmStartConfig(
+            decision_read_answer=read,
+            decision_check_share=NAMESAKE_CHECK_SHARE if read else 0.0,
+            decision_batch_size=NAMESAKE_READ_BATCH_SIZE if read else WarmStartConfig.decision_batch_size,
             transcripts=transcripts,
             single_attempt_share=NAMESAKE_SINGLE_ATTEMPT_SHARE,
             steps=NAMESAKE_MIXED_STEPS,
@@ -513,6 +550,8 @@ def decision_windows(
             seed=config.transcripts.seed + 2,
             train_search=config.decision_search_loss,
             name_words=name_words if config.decision_name_words else None,
+            read_answer=config.decision_read_answer,
+            check_share=config.decision_check_share,
         )
         encoded = encode_all(drawn, tokenizer, env)
         return [replace(e, env_mask=[0] * len(e.env_mask)) for e in encoded]

@@ -71,6 +71,9 @@ NAMESAKE_CONTROL_RELATION = "namesake_control"  # mr_search_retrieval.embedded.n
 # Version 4's presence check (``namesake_presence``): the question's profession word copied, then the decision.
 THINK_ABSENT = "The {profession} is not in the passages. I need to search for {profession} {name}."
 THINK_PRESENT = "The {profession} is in the passages. I found the answer."
+# Recipe 9's check of an answer read from B's article (``presence_check_reformulated``): the search that found it again,
+# no second presence decision on a context that already holds B's article.
+THINK_CHECK_REFORMULATED = "My previous answer may be wrong. I need to search for {profession} {name}."
 
 
 @dataclass(frozen=True)
@@ -127,6 +130,11 @@ class TranscriptConfig:
             misses (B's article after "<profession> N": the lexical index never ranks it in the top 3) takes a place
             among the ``topk`` drawn from the query instead of the last (recipe 8; before it, B's article was always
             passage 3 in training while the agent's dense index ranks it first for 91% of the training groups).
+        presence_check_reformulated: with ``namesake_presence``, the check of a namesake question's right answer (read
+            from B's article after "<profession> N") searches "<profession> N" again (``THINK_CHECK_REFORMULATED``)
+            instead of searching N and deciding again, and comes with chance ``p_verify`` (not ``p_verify_found``):
+            it no longer breaks the answer (recipe 9; recipe 8's checks searched N, then said "is in the passages"
+            on a context that still held B's article). Checks of other questions' answers are as before.
     """
 
     attempts: int = 3
@@ -140,12 +148,18 @@ class TranscriptConfig:
     namesake_presence: bool = False
     p_verify_found: float | None = None
     presence_gold_shuffled: bool = False
+    presence_check_reformulated: bool = False
 
     def __post_init__(self) -> None:
         if self.namesake_copy and self.namesake_presence:
             raise ValueError(
                 "TranscriptConfig: namesake_copy (world versions 2-3) and namesake_presence (version 4) exclude each "
                 "other; set one"
+            )
+        if self.presence_check_reformulated and not self.namesake_presence:
+            raise ValueError(
+                "TranscriptConfig: presence_check_reformulated is for the namesake world's version 4; set "
+                "namesake_presence too"
             )
         if self.attempts < 1:
             raise ValueError(f"TranscriptConfig.attempts={self.attempts}: use at least 1")
@@ -254,7 +268,13 @@ class TranscriptBuilder:
         if presence is not None and bridge is not None:
             # Version 4: the second search is the profession word and the name, not the second passage's title.
             bridge, think_bridge = f"{presence} {subject}", THINK_ABSENT.format(profession=presence, name=subject)
-        if retry is not None and retry.kind in ("bridge", "namesake") and bridge is not None:
+        checked = retry is not None and retry.kind == "verify" and self.config.presence_check_reformulated
+        if checked and presence is not None and bridge is not None:
+            # Recipe 9: a check of an answer read from B's article searches "<profession> N" again, no new decision.
+            think = THINK_CHECK_REFORMULATED.format(profession=presence, name=subject)
+            turns.append(Turn("model", search_turn(self._told(think), bridge)))
+            turns.append(self._information(bridge, gold_ids[1], shuffled))
+        elif retry is not None and retry.kind in ("bridge", "namesake") and bridge is not None:
             # The previous attempt stopped at the bridge entity: go on from its passages with the second hop.
             reasoned = said or presence is not None
             think = f"{MAY_BE_WRONG}. {think_bridge}" if reasoned else THINK_RETRY_BRIDGE.format(bridge=bridge)
@@ -361,12 +381,13 @@ class TranscriptBuilder:
     def _p_verify(self, row: Mapping[str, Any], correct: Sequence[bool]) -> float:
         """The chance that the attempt after the right one that ends ``correct`` checks it again: ``p_verify_found``
         after a fix of a wrong answer or a namesake question's right attempt (``namesake_presence``), else
-        ``p_verify``."""
+        ``p_verify``; a namesake question's with ``presence_check_reformulated``: ``p_verify`` (its check cannot
+        break it)."""
         found = self.config.p_verify_found
-        if found is None:
+        namesake = self.config.namesake_presence and row.get("relation") == NAMESAKE_RELATION
+        if found is None or (namesake and self.config.presence_check_reformulated):
             return self.config.p_verify
         fixed = len(correct) >= 2 and not correct[-2]
-        namesake = self.config.namesake_presence and row.get("relation") == NAMESAKE_RELATION
         return found if fixed or namesake else self.config.p_verify
 
     def build(self, row: Mapping[str, Any], rng: random.Random) -> Transcript:
