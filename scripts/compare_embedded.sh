@@ -222,11 +222,17 @@ evaluate() {  # evaluate <out dir> LABEL=PATH...
   mv "$out.tmp" "$out"
 }
 
-# Kept only if it evaluated this warm start with these K_EVAL, MAX_QUESTIONS, token limits and OUTCOME_FEEDBACK (a
-# continued run may change them).
-if ! "$PYTHON" -m mr_search.compare fresh --results "$WORK_DIR/warm_eval/results.json" --models "warm_start=$WARM" \
-  --k-eval "$K_EVAL" --max-questions "$MAX_QUESTIONS" --max-new-tokens "$MAX_NEW_TOKENS" \
-  --max-information-tokens "$MAX_INFO_TOKENS" --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}"; then
+# An evaluation is kept only if it evaluated these models with these K_EVAL, MAX_QUESTIONS, token limits and
+# OUTCOME_FEEDBACK (a continued run may change them).
+evaluated() {  # evaluated <out dir> LABEL=PATH...: true if <out dir> holds that evaluation
+  local out="$1"
+  shift
+  "$PYTHON" -m mr_search.compare fresh --results "$out/results.json" --models "$@" \
+    --k-eval "$K_EVAL" --max-questions "$MAX_QUESTIONS" --max-new-tokens "$MAX_NEW_TOKENS" \
+    --max-information-tokens "$MAX_INFO_TOKENS" --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}"
+}
+
+if ! evaluated "$WORK_DIR/warm_eval" "warm_start=$WARM"; then
   echo "compare_embedded.sh: evaluating the warm start ($(date -u +%H:%M:%S) UTC)"
   evaluate "$WORK_DIR/warm_eval" "warm_start=$WARM"
 fi
@@ -244,9 +250,13 @@ for seed in "${seeds[@]}"; do
     train "$dir/baseline" 1 "$needed" "$seed"
     read -r needed step < <(match_budget "$dir")
   fi
-  echo "compare_embedded.sh: seed $seed: evaluating MR-Search step $STEPS and baseline step $step ($(date -u +%H:%M:%S) UTC)"
-  evaluate "$dir/eval" "mr_search=$dir/mr_search/checkpoints/global_step_$STEPS" \
-    "baseline=$dir/baseline/checkpoints/global_step_$step"
+  pair=("mr_search=$dir/mr_search/checkpoints/global_step_$STEPS" "baseline=$dir/baseline/checkpoints/global_step_$step")
+  if evaluated "$dir/eval" "${pair[@]}"; then
+    echo "compare_embedded.sh: seed $seed: $dir/eval already evaluated MR-Search step $STEPS and baseline step $step; skipped"
+  else
+    echo "compare_embedded.sh: seed $seed: evaluating MR-Search step $STEPS and baseline step $step ($(date -u +%H:%M:%S) UTC)"
+    evaluate "$dir/eval" "${pair[@]}"
+  fi
   echo "compare_embedded.sh: seed $seed done ($(date -u +%H:%M:%S) UTC)"
 done
 
