@@ -681,7 +681,10 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
                 skill = pad_batch(drawn_rows, pad_id, config.max_length)
         if tuner is not None:
             tuner.start(step)
-        loss = train_step(model, optimizer, batch, config, mixed, skill)
+        if skill is None:
+            loss = train_step(model, optimizer, batch, config, mixed)
+        else:
+            loss = train_step(model, optimizer, batch, config, mixed, skills=skill)
         scheduler.step()
         losses.append(float(loss.detach()))
         if tuner is not None:
