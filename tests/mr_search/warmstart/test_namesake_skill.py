@@ -15,6 +15,7 @@ from mr_search.warmstart.render import encode
 from mr_search.warmstart.train import (
     NAMESAKE_SHUFFLED_RECIPE,
     NAMESAKE_SKILL_BATCH_SIZE,
+    NAMESAKE_SKILL_LOSS_WEIGHT,
     NAMESAKE_SKILL_RECIPE,
     WarmStartConfig,
     warmstart_config,
@@ -48,7 +49,10 @@ def test_recipe_10_is_recipe_8_plus_skill_windows_and_earlier_keys_stay(monkeypa
     eight = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_SHUFFLED_RECIPE)
     ten = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_SKILL_RECIPE)
     # Transcripts, decision windows (count, batch, seed, kinds) are recipe 8's: only the skill windows are added.
-    assert ten == replace(eight, skill_batch_size=NAMESAKE_SKILL_BATCH_SIZE) and NAMESAKE_SKILL_BATCH_SIZE > 0
+    assert ten == replace(
+        eight, skill_batch_size=NAMESAKE_SKILL_BATCH_SIZE, skill_loss_weight=NAMESAKE_SKILL_LOSS_WEIGHT
+    )
+    assert NAMESAKE_SKILL_BATCH_SIZE > 0 and 0 < NAMESAKE_SKILL_LOSS_WEIGHT < 1
     assert ten.decision_count == eight.decision_count and ten.decision_batch_size == 24
     assert not ten.decision_read_answer and not ten.decision_check_share
     assert ten.key() not in set(keys.values())

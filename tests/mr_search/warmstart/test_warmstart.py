@@ -470,3 +470,30 @@ def test_a_mixed_step_adds_the_decision_windows_own_mean_loss(index, mini_questi
     loss = train_step(model, optimizer, whole, config, mixed)
     assert float(loss.detach()) == pytest.approx(float(parts[0] + parts[1]), rel=1e-5)
     assert float(parts[1]) > 0.1, "the windows' loss is a term of its own, not lost in the transcripts' mean"
+
+
+def test_a_skill_step_adds_the_skill_windows_own_mean_loss_weighted(index, mini_questions, tokenizer, tiny_policy):
+    """Recipe 10: the skill windows' mean loss is a third term, times ``skill_loss_weight``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from mr_search.warmstart.train import train_step
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
+    batches = [
+        pad_batch(
+            [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, n, TranscriptConfig(seed=s))],
+            0,
+            512,
+        )
+        for n, s in ((3, 0), (2, 9), (2, 11))
+    ]
+    config = WarmStartConfig(bf16=False, decision_mixed=True, skill_batch_size=2, skill_loss_weight=0.25)
+    with torch.no_grad():
+        parts = [float(causal_lm_loss(model, b.ids, b.labels, b.env_labels, config.env_loss_weight)) for b in batches]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    loss = train_step(model, optimizer, batches[0], config, batches[1], skills=batches[2])
+    assert float(loss.detach()) == pytest.approx(parts[0] + parts[1] + 0.25 * parts[2], rel=1e-5)
+    assert parts[2] > 0.1
+    with pytest.raises(ValueError, match=r"skill_loss_weight=0\.0: use a weight > 0"):
+        WarmStartConfig(skill_loss_weight=0.0)
