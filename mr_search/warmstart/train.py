@@ -344,6 +344,8 @@ NAMESAKE_SKILL_RECIPE = 10
 NAMESAKE_SKILL_BATCH_SIZE = 8
 # The first build (10a, weight 1, key 25171d57b7dc) lost the decision (0 of 40 held-out namesake windows; recipe 8's
 # build 37 of 40): the three means share one gradient clipped to norm 1, so the skill windows' loss is weighted down.
+# That build (10b, 01c0f5feb082) kept half of it (20 of 40) and its probe fixed 15 of 81 wrong sampled namesake
+# answers by attempt 3 (recipe 7: 6 of 98), one-hop EM@1 23.3 (recipe 7: 56.7); investigation.md says what next.
 NAMESAKE_SKILL_LOSS_WEIGHT = 0.25
 PRESENCE_RECIPES = (
     NAMESAKE_PRESENCE_RECIPE,
