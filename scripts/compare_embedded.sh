@@ -46,7 +46,7 @@ NAMESAKE_VERSION="${NAMESAKE_VERSION:-}"  # WORLD=namesake only: 2 | 3 | 4, the 
                                        # $MR_SEARCH_NAMESAKE_VERSION, else 2; 3 and 4 are cached under
                                        # worlds/namesake-v3, -v4; 4 builds the warm start's recipe 6)
 NAMESAKE_RECIPE="${NAMESAKE_RECIPE:-}"  # WORLD=namesake only: the warm start's recipe (python -m mr_search.warmstart
-                                       # --namesake-recipe; empty: the version's default; 7-9 are v4's newest)
+                                       # --namesake-recipe; empty: the version's default; 7-10 are v4's newest)
 [[ "$WORLD" =~ ^(default|namesake)$ ]] || { echo "compare_embedded.sh: WORLD=$WORLD is not valid; use default or namesake" >&2; exit 1; }
 [[ -z "$NAMESAKE_VERSION" || "$WORLD" == namesake ]] \
   || { echo "compare_embedded.sh: NAMESAKE_VERSION=$NAMESAKE_VERSION needs WORLD=namesake" >&2; exit 1; }

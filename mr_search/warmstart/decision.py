@@ -17,6 +17,9 @@ for sailor Aldo Venn." and that search, or "The painter is in the passages. I fo
 Recipe 9 (``read_answer``, ``check_share``) goes on after that search: its passages hold B's article at a drawn place
 among others (N's, another person of B's profession), and the answer is read from it; and a share of windows is a
 second attempt checking the first: "<profession> N" searched again after a namesake answer, N after a control's.
+Recipe 10 (``skill_windows``) keeps recipe 8's decision windows as they are and carries those two skills in windows of
+their own whose trained tokens never include the deciding position: the first attempt's decision is context, and the
+thought after B's article is ``THINK_FOUND_NAMED`` ("I found the <profession> N."), not the deciding sentence.
 """
 
 from __future__ import annotations
@@ -50,6 +53,9 @@ DECISION_RELATIONS = (NAMESAKE_RELATION, NAMESAKE_CONTROL_RELATION)
 # Recipe 9: the share of retry check windows whose first answer (context only) is misread from a passage that is not
 # B's article, as the built policies' wrong namesake answers were; the check then reads the right one.
 CHECK_MISREAD_SHARE = 0.5
+# Recipe 10: the thought after B's article in a skill window; it shares no words' position with the deciding sentence
+# ("The <profession> is / is not in the passages."), so reading B's article never trains that position.
+THINK_FOUND_NAMED = "I found the {profession} {name}. I found the answer."
 _THINK_END = "</think>"
 
 
@@ -254,6 +260,80 @@ def presence_windows(
             slip = answer_turn(THINK_PRESENT.format(profession=profession), misread)
             context, right = (*context[:-1], Turn("model", slip, trained=False)), False
         check += (Turn("model", answer_turn(THINK_PRESENT.format(profession=profession), answer)),)
+        out.append(Transcript(question, (answer,), (context, check), (right, True)))
+    return out
+
+
+def skill_windows(
+    questions: Sequence[Mapping[str, Any]],
+    index: LexicalIndex,
+    count: int,
+    name_words: tuple[Sequence[str], Sequence[str]],
+    seed: int = 0,
+) -> list[Transcript]:
+    """``count`` recipe-10 skill windows, each a freshly drawn namesake question (a name N recombined from
+    ``name_words``, N's passages about the other namesake), kinds alternating: (a) a read window: one attempt whose
+    search for N, N's passages and the decision ("not in the passages", the search "<profession> N") are context,
+    then that search's passages (``_read_passages``: B's article at a place drawn uniformly) and the trained answer
+    turn ``THINK_FOUND_NAMED`` with B's city; (b) a check window: that whole attempt as context (its answer misread
+    from another passage with chance ``CHECK_MISREAD_SHARE``), then a trained second attempt that searches
+    "<profession> N" again (``THINK_CHECK_REFORMULATED``), the same passages, and the answer read again. No trained
+    token is the deciding position: the decision turn is never trained here."""
+    from mr_search_retrieval.embedded.namesake import NamesakeGroup, presence_passages
+
+    rows = [row for row in questions if row.get("relation") in DECISION_RELATIONS]
+    if not rows:
+        raise ValueError(
+            "skill_windows: no namesake or control training question; the skill windows need the namesake world "
+            "(MR_SEARCH_WORLD=namesake MR_SEARCH_NAMESAKE_VERSION=4)"
+        )
+    firsts, lasts = sorted(set(name_words[0])), sorted(set(name_words[1]))
+    if not firsts or not lasts:
+        raise ValueError("skill_windows: name_words holds no first names or no surnames; pass both lists")
+    names = [str(index.doc(str(row["gold_doc_ids"][0]))["title"]) for row in rows]
+    professions = sorted({question_profession(str(row["question"]), n) for row, n in zip(rows, names, strict=True)})
+    cities = sorted({str(row["golden_answers"][0]) for row in rows})
+    taken = {str(doc["title"]) for doc in index.docs}
+    rng = random.Random(f"skill-{seed}")
+    out = []
+    for number in range(count):
+        name = f"{rng.choice(firsts)} {rng.choice(lasts)}"
+        while name in taken or name.split()[0] == name.split()[-1]:
+            name = f"{rng.choice(firsts)} {rng.choice(lasts)}"
+        known, profession = rng.sample(professions, 2)
+        city, answer = rng.sample(cities, 2)
+        about, _ = presence_passages(NamesakeGroup(name, known, city, profession, answer, ""))
+        shown = [about[0], *rng.sample(about[1:], 2)] if rng.random() < 0.9 else rng.sample(about[1:], 3)
+        rng.shuffle(shown)
+        query = f"{profession} {name}"
+        others = [c for c in cities if c not in (city, answer)]
+        read = _read_passages(rng, name, profession, answer, about, others, (firsts, lasts))
+        second = Turn("information", _passages(read))
+        found = THINK_FOUND_NAMED.format(profession=profession, name=name)
+        decide = search_turn(THINK_ABSENT.format(profession=profession, name=name), query)
+        attempt = (
+            Turn("model", search_turn(THINK_SEARCH, name), trained=False),
+            Turn("information", _passages(shown)),
+            Turn("model", decide, trained=False),
+            second,
+        )
+        question = f"Where was the {profession} {name} born?"
+        if number % 2 == 0:
+            out.append(
+                Transcript(question, (answer,), ((*attempt, Turn("model", answer_turn(found, answer))),), (True,))
+            )
+            continue
+        first, right = answer, True
+        if rng.random() < CHECK_MISREAD_SHARE:
+            b_title = f"{profession.capitalize()} from {answer}"
+            text = next(text for title, text in read if title != b_title)
+            first, right = re.search(r"\bin ([A-Z]\w+)", text).group(1), False
+        context = (*attempt, Turn("model", answer_turn(found, first), trained=False))
+        check = (
+            Turn("model", search_turn(THINK_CHECK_REFORMULATED.format(profession=profession, name=name), query)),
+            second,
+            Turn("model", answer_turn(found, answer)),
+        )
         out.append(Transcript(question, (answer,), (context, check), (right, True)))
     return out
 

@@ -16,7 +16,7 @@ from pathlib import Path
 from mr_search.agent.tokens import EnvEncoder
 from mr_search.tiny_model import cache_root, ensure_tiny_model
 from mr_search.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
-from mr_search.warmstart.decision import decision_transcripts, presence_windows, world_name_words
+from mr_search.warmstart.decision import decision_transcripts, presence_windows, skill_windows, world_name_words
 from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import Encoded, encode_all
 from mr_search.warmstart.threads import ThreadTuner, TunerConfig, default_candidates
@@ -124,6 +124,12 @@ class WarmStartConfig:
             article at a drawn place among the passages (recipe 9; ``decision.presence_windows``' ``read_answer``).
         decision_check_share: with ``decision_read_answer``, the share of windows that are a second attempt checking
             the first ("<profession> N" searched again after a namesake answer, N after a control's; 0: none).
+        skill_batch_size: recipe 10's skill windows a whole-transcript step (``decision.skill_windows``; 0: none;
+            needs ``decision_mixed``): reading B's city after a "<profession> N" search and checking a namesake answer
+            by that search again, in a forward pass of their own whose mean loss is added, none training the deciding
+            position.
+        skill_loss_weight: the weight of the skill windows' mean loss in a step's sum (recipe 10b: 0.25; the first
+            build at 1 lost the decision, 0 of 40 held-out namesake windows, recipe 8's build 37 of 40).
         steps: optimizer steps on whole transcripts.
         batch_size: transcripts per step (batches group transcripts of similar length).
         lr: peak learning rate (AdamW, linear warm-up, constant, then linear decay to 10% over the last 20%).
@@ -152,6 +158,8 @@ class WarmStartConfig:
     decision_name_words: bool = False
     decision_read_answer: bool = False
     decision_check_share: float = 0.0
+    skill_batch_size: int = 0
+    skill_loss_weight: float = 1.0
     steps: int = 200
     batch_size: int = 16
     lr: float = 6e-3
@@ -182,6 +190,13 @@ class WarmStartConfig:
             raise ValueError(f"WarmStartConfig.env_loss_weight={self.env_loss_weight}: use a weight >= 0 (0: off)")
         if not 0.0 < self.adam_beta2 < 1.0:
             raise ValueError(f"WarmStartConfig.adam_beta2={self.adam_beta2}: use a value in (0, 1)")
+        if not self.skill_loss_weight > 0:
+            raise ValueError(f"WarmStartConfig.skill_loss_weight={self.skill_loss_weight}: use a weight > 0")
+        if self.skill_batch_size < 0 or (self.skill_batch_size and not self.decision_mixed):
+            raise ValueError(
+                f"WarmStartConfig.skill_batch_size={self.skill_batch_size}: use 0, or a positive count with "
+                "decision_mixed (the skill windows come in the whole-transcript steps)"
+            )
         if self.decision_mixed and self.decision_steps:
             raise ValueError(
                 f"WarmStartConfig: decision_mixed with decision_steps={self.decision_steps}; the mixed windows come in "
@@ -237,6 +252,8 @@ class WarmStartConfig:
         for name in ("decision_read_answer", "decision_check_share"):
             if not fields[name]:
                 del fields[name]  # likewise (every build before recipe 9)
+        if not self.skill_batch_size:
+            del fields["skill_batch_size"], fields["skill_loss_weight"]  # likewise (every build before recipe 10)
         if self.transcripts.p_verify_found is None:
             del fields["transcripts"]["p_verify_found"]  # likewise
         if not self.transcripts.presence_gold_shuffled:
@@ -260,7 +277,10 @@ class WarmStartConfig:
 # 8: 7 with B's article at a place drawn from the query when the lexical search misses it (``presence_gold_shuffled``).
 # 9: 8 with the decision windows read on to the answer from B's article at a drawn place and a share of them checks,
 # and the transcripts' check of a namesake answer a search for "<profession> N" (``NAMESAKE_READ_RECIPE``).
-NAMESAKE_RECIPES = 9
+# 10: 8 (transcripts and decision windows to the byte) with skill windows of their own (``skill_batch_size``): the
+# answer read from B's article at a drawn place after the search "<profession> N", and a check of a namesake answer
+# that searches "<profession> N" again; their trained tokens never include the deciding position.
+NAMESAKE_RECIPES = 10
 # The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
 # policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
 # 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
@@ -317,7 +337,23 @@ NAMESAKE_SHUFFLED_RECIPE = 8
 NAMESAKE_READ_RECIPE = 9
 NAMESAKE_CHECK_SHARE = 0.25
 NAMESAKE_READ_BATCH_SIZE = 32
-PRESENCE_RECIPES = (NAMESAKE_PRESENCE_RECIPE, NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE, NAMESAKE_READ_RECIPE)
+# Recipe 10: recipe 9's two skills without touching the decision (9's windows made "is" 2-3x as frequent as "not" at the
+# deciding position and lost the decision): recipe 8 as it is, plus NAMESAKE_SKILL_BATCH_SIZE skill windows a step
+# (half reads, half checks) in a loss of their own.
+NAMESAKE_SKILL_RECIPE = 10
+NAMESAKE_SKILL_BATCH_SIZE = 8
+# The first build (10a, weight 1, key 25171d57b7dc) lost the decision (0 of 40 held-out namesake windows; recipe 8's
+# build 37 of 40): the three means share one gradient clipped to norm 1, so the skill windows' loss is weighted down.
+# That build (10b, 01c0f5feb082) kept half of it (20 of 40) and its probe fixed 15 of 81 wrong sampled namesake
+# answers by attempt 3 (recipe 7: 6 of 98), one-hop EM@1 23.3 (recipe 7: 56.7); investigation.md says what next.
+NAMESAKE_SKILL_LOSS_WEIGHT = 0.25
+PRESENCE_RECIPES = (
+    NAMESAKE_PRESENCE_RECIPE,
+    NAMESAKE_MIXED_RECIPE,
+    NAMESAKE_SHUFFLED_RECIPE,
+    NAMESAKE_READ_RECIPE,
+    NAMESAKE_SKILL_RECIPE,
+)
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
 # alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
@@ -330,7 +366,7 @@ def _check_namesake_recipe(caller: str, namesake_recipe: int) -> None:
 
 
 def _check_recipe_fits_version(namesake_recipe: int) -> None:
-    """Recipes 6 to 9 are for the namesake world's version 4 (``$MR_SEARCH_NAMESAKE_VERSION``) and version 4 for
+    """Recipes 6 to 10 are for the namesake world's version 4 (``$MR_SEARCH_NAMESAKE_VERSION``) and version 4 for
     them: the other recipes' thoughts quote sentences that version 4's articles do not have."""
     from mr_search_retrieval.embedded.variant import NAMESAKE_VERSION_ENV, namesake_version
 
@@ -362,20 +398,20 @@ def warmstart_config(
     many transcripts show all K attempts (``NAMESAKE_SINGLE_ATTEMPT_SHARE``); from 3 on, the thought after the
     name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``);
     4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
-    (``NAMESAKE_DECISION_STEPS``); 6, 7, 8 and 9 are for the world's version 4 (``NAMESAKE_MIXED_RECIPE``,
-    ``NAMESAKE_SHUFFLED_RECIPE``, ``NAMESAKE_READ_RECIPE``)."""
+    (``NAMESAKE_DECISION_STEPS``); 6 to 10 are for the world's version 4 (``NAMESAKE_MIXED_RECIPE``,
+    ``NAMESAKE_SHUFFLED_RECIPE``, ``NAMESAKE_READ_RECIPE``, ``NAMESAKE_SKILL_RECIPE``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
     namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
     _check_namesake_recipe("warmstart_config", namesake_recipe)
     _check_recipe_fits_version(namesake_recipe)
-    if namesake_recipe in (NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE, NAMESAKE_READ_RECIPE):
+    if namesake_recipe in PRESENCE_RECIPES and namesake_recipe != NAMESAKE_PRESENCE_RECIPE:
         read = namesake_recipe == NAMESAKE_READ_RECIPE
         transcripts = TranscriptConfig(
             outcome_feedback=outcome_feedback,
             namesake_presence=True,
             p_verify_found=NAMESAKE_MIXED_P_VERIFY_FOUND,
-            presence_gold_shuffled=namesake_recipe in (NAMESAKE_SHUFFLED_RECIPE, NAMESAKE_READ_RECIPE),
+            presence_gold_shuffled=namesake_recipe != NAMESAKE_MIXED_RECIPE,
             presence_check_reformulated=read,
         )
         return WarmStartConfig(
@@ -389,6 +425,8 @@ def warmstart_config(
             decision_mixed=True,
             decision_search_loss=True,
             decision_name_words=True,
+            skill_batch_size=NAMESAKE_SKILL_BATCH_SIZE if namesake_recipe == NAMESAKE_SKILL_RECIPE else 0,
+            skill_loss_weight=NAMESAKE_SKILL_LOSS_WEIGHT if namesake_recipe == NAMESAKE_SKILL_RECIPE else 1.0,
         )
     if namesake_recipe == NAMESAKE_PRESENCE_RECIPE:
         transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_presence=True)
@@ -476,6 +514,7 @@ def supervised_pass(
     on_step: Callable[[int, float], None] | None = None,
     threads: int | None = 0,
     decision: Sequence[Encoded] = (),
+    skills: Sequence[Encoded] = (),
 ) -> list[float]:
     """Trains ``model`` in place on ``examples`` (and, in the decision stage, on ``decision``: the decision windows,
     ``config.decision_batch_size`` a step in order, from the first again when used up); returns the loss per step.
@@ -497,6 +536,11 @@ def supervised_pass(
             "decision windows were given; pass decision=encode_all(decision.decision_transcripts(...)) or set "
             "decision_steps=0 and decision_mixed off"
         )
+    if config.skill_batch_size and not skills:
+        raise ValueError(
+            f"supervised_pass: skill_batch_size={config.skill_batch_size} but no skill windows were given; pass "
+            "skills=skill_batches(...) or set skill_batch_size=0"
+        )
     if threads is not None and threads < 0:
         raise ValueError(f"supervised_pass: threads={threads}; use 0 (timed choice), a positive count, or None")
     previous_threads = torch.get_num_threads()
@@ -506,7 +550,7 @@ def supervised_pass(
     elif threads:
         torch.set_num_threads(threads)
     try:
-        return _train(model, examples, config, pad_id, on_step, tuner, decision)
+        return _train(model, examples, config, pad_id, on_step, tuner, decision, skills)
     finally:
         if tuner is not None:
             logger.info("warm start: steps per thread count %s", tuner.steps_per_count)
@@ -560,7 +604,21 @@ def decision_windows(
     return encode_all(drawn, tokenizer, env)
 
 
-def train_step(model, optimizer, batch: Batch, config: WarmStartConfig, mixed: Batch | None = None):
+def skill_batches(questions, index, config: WarmStartConfig, tokenizer, env, name_words) -> list[Encoded]:
+    """Recipe 10's skill windows, encoded (``steps * skill_batch_size``; none when 0), the environment text unscored
+    as in the decision windows."""
+    count = config.steps * config.skill_batch_size
+    if not count:
+        return []
+    if name_words is None:
+        raise ValueError("skill_batches: skill windows need name_words (decision.world_name_words(meta))")
+    drawn = skill_windows(questions, index, count, name_words, seed=config.transcripts.seed + 3)
+    return [replace(e, env_mask=[0] * len(e.env_mask)) for e in encode_all(drawn, tokenizer, env)]
+
+
+def train_step(
+    model, optimizer, batch: Batch, config: WarmStartConfig, mixed: Batch | None = None, skills: Batch | None = None
+):
     """One optimizer step on ``batch`` (forward under bf16 autocast if ``config.bf16``, gradient clipped to 1), plus
     the mean loss of ``mixed`` (``decision_mixed``'s windows, a forward pass of their own) when given; returns the
     loss tensor."""
@@ -570,6 +628,9 @@ def train_step(model, optimizer, batch: Batch, config: WarmStartConfig, mixed: B
         loss = causal_lm_loss(model, batch.ids, batch.labels, batch.env_labels, config.env_loss_weight)
         if mixed is not None:
             loss = loss + causal_lm_loss(model, mixed.ids, mixed.labels, mixed.env_labels, config.env_loss_weight)
+        if skills is not None:
+            skill = causal_lm_loss(model, skills.ids, skills.labels, skills.env_labels, config.env_loss_weight)
+            loss = loss + config.skill_loss_weight * skill
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -577,7 +638,7 @@ def train_step(model, optimizer, batch: Batch, config: WarmStartConfig, mixed: B
     return loss
 
 
-def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, decision=()) -> list[float]:
+def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, decision=(), skills=()) -> list[float]:
     import torch
 
     torch.manual_seed(config.seed)
@@ -606,9 +667,10 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
     losses: list[float] = []
     batches: list[list[int]] = []
     mixed_drawn = 0  # decision windows used so far by decision_mixed
+    skills_drawn = 0  # recipe 10's skill windows used so far
     # Stages: windows, then decision windows and whole transcripts in the configured order.
     for step in range(total):
-        mixed = None
+        mixed = skill = None
         if step in (config.window_steps, decision_from, decision_to) and step and tuner is not None:
             tuner.forget()  # each stage costs differently per token: compare thread counts afresh
         if step < config.window_steps:
@@ -625,13 +687,21 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
                 rows = [decision[(mixed_drawn + i) % len(decision)] for i in range(config.decision_batch_size)]
                 mixed_drawn += config.decision_batch_size
                 mixed = pad_batch(rows, pad_id, config.max_length)
+            if config.skill_batch_size:
+                drawn_rows = [skills[(skills_drawn + i) % len(skills)] for i in range(config.skill_batch_size)]
+                skills_drawn += config.skill_batch_size
+                skill = pad_batch(drawn_rows, pad_id, config.max_length)
         if tuner is not None:
             tuner.start(step)
-        loss = train_step(model, optimizer, batch, config, mixed)
+        if skill is None:
+            loss = train_step(model, optimizer, batch, config, mixed)
+        else:
+            loss = train_step(model, optimizer, batch, config, mixed, skills=skill)
         scheduler.step()
         losses.append(float(loss.detach()))
         if tuner is not None:
-            tuner.finish(batch.ids.numel() + (0 if mixed is None else mixed.ids.numel()))
+            extra = sum(0 if b is None else b.ids.numel() for b in (mixed, skill))
+            tuner.finish(batch.ids.numel() + extra)
         if on_step is not None:
             on_step(step, losses[-1])
     model.eval()
@@ -706,6 +776,14 @@ def ensure_warmstart(
         if config.decision_name_words:
             name_words = world_name_words(json.loads(world.meta.read_text(encoding="utf-8")))
         decision = decision_windows(questions, index, config, tokenizer, env, name_words)
+        skills = skill_batches(questions, index, config, tokenizer, env, name_words)
+        if skills:
+            logger.info(
+                "warm start: %d skill windows (mean %.0f tokens), %d a step",
+                len(skills),
+                sum(len(e.input_ids) for e in skills) / len(skills),
+                config.skill_batch_size,
+            )
         logger.info(
             "warm start: %d transcripts (mean %.0f tokens, built in %.1fs); %d steps on %d-token windows, %d on "
             "decision windows (%d, mean %.0f tokens) and %d on whole transcripts, %s",
@@ -737,6 +815,7 @@ def ensure_warmstart(
             on_step=report,
             threads=threads,
             decision=decision,
+            skills=skills,
         )
         tmp = out.with_name(f".{out.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)

@@ -408,6 +408,48 @@ def test_mixed_decision_windows_come_with_every_whole_transcript_step(
         WarmStartConfig(decision_mixed=True, decision_steps=3)
 
 
+def test_recipe_10s_skill_windows_come_in_each_whole_transcript_step_as_a_batch_of_their_own(
+    monkeypatch, index, mini_questions, tokenizer, tiny_policy
+):
+    """Recipe 10: each whole-transcript step gets ``skill_batch_size`` skill windows beside its decision windows, in
+    order and from the first again when used up; window steps get neither."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from mr_search.warmstart import train as train_module
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
+    examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 6, TranscriptConfig(seed=3))]
+    decision = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 3, TranscriptConfig(seed=5))]
+    skills = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 3, TranscriptConfig(seed=7))]
+    seen: list[tuple[bool, list[list[int]] | None]] = []
+
+    def fake_step(model, optimizer, batch, config, mixed=None, skills=None):
+        rows = (
+            None if skills is None else [[i for i in row.tolist() if i != tokenizer.pad_token_id] for row in skills.ids]
+        )
+        seen.append((mixed is None, rows))
+        return torch.tensor(0.0)
+
+    monkeypatch.setattr(train_module, "train_step", fake_step)
+    config = WarmStartConfig(
+        window_steps=1,
+        window_batch_size=2,
+        window_length=16,
+        steps=2,
+        batch_size=3,
+        decision_mixed=True,
+        decision_batch_size=2,
+        skill_batch_size=2,
+        warmup_steps=0,
+    )
+    train_module._train(model, examples, config, tokenizer.pad_token_id, None, None, decision, skills)
+    assert [(no_mixed, rows is None) for no_mixed, rows in seen] == [(True, True), (False, False), (False, False)]
+    assert [row for _, rows in seen[1:] for row in rows] == [skills[i].input_ids for i in (0, 1, 2, 0)]
+    with pytest.raises(ValueError, match="skill_batch_size=2 but no skill windows were given"):
+        train_module.supervised_pass(model, examples, config, tokenizer.pad_token_id, decision=decision)
+
+
 def test_a_mixed_step_adds_the_decision_windows_own_mean_loss(index, mini_questions, tokenizer, tiny_policy):
     import torch
     from transformers import AutoModelForCausalLM
@@ -428,3 +470,30 @@ def test_a_mixed_step_adds_the_decision_windows_own_mean_loss(index, mini_questi
     loss = train_step(model, optimizer, whole, config, mixed)
     assert float(loss.detach()) == pytest.approx(float(parts[0] + parts[1]), rel=1e-5)
     assert float(parts[1]) > 0.1, "the windows' loss is a term of its own, not lost in the transcripts' mean"
+
+
+def test_a_skill_step_adds_the_skill_windows_own_mean_loss_weighted(index, mini_questions, tokenizer, tiny_policy):
+    """Recipe 10: the skill windows' mean loss is a third term, times ``skill_loss_weight``."""
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    from mr_search.warmstart.train import train_step
+
+    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
+    batches = [
+        pad_batch(
+            [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, n, TranscriptConfig(seed=s))],
+            0,
+            512,
+        )
+        for n, s in ((3, 0), (2, 9), (2, 11))
+    ]
+    config = WarmStartConfig(bf16=False, decision_mixed=True, skill_batch_size=2, skill_loss_weight=0.25)
+    with torch.no_grad():
+        parts = [float(causal_lm_loss(model, b.ids, b.labels, b.env_labels, config.env_loss_weight)) for b in batches]
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
+    loss = train_step(model, optimizer, batches[0], config, batches[1], skills=batches[2])
+    assert float(loss.detach()) == pytest.approx(parts[0] + parts[1] + 0.25 * parts[2], rel=1e-5)
+    assert parts[2] > 0.1
+    with pytest.raises(ValueError, match=r"skill_loss_weight=0\.0: use a weight > 0"):
+        WarmStartConfig(skill_loss_weight=0.0)
