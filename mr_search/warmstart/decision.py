@@ -179,7 +179,6 @@ def presence_windows(
     do: a retry window's searches "<profession> N" again (``THINK_CHECK_REFORMULATED``) and reads the same passages
     again, a control's searches N again (``THINK_RETRY``, as every earlier recipe). Both off, the windows are recipe
     6's to the byte (their draws come from a generator of their own)."""
-    from mr_search_retrieval.embedded.namesake import NamesakeGroup, presence_passages
 
     rows = [row for row in questions if row.get("relation") in DECISION_RELATIONS]
     if not rows:
@@ -208,14 +207,7 @@ def presence_windows(
     out = []
     for number in range(count):
         retry = number % 2 == 0
-        name = f"{rng.choice(firsts)} {rng.choice(lasts)}"
-        while name in taken or name.split()[0] == name.split()[-1]:
-            name = f"{rng.choice(firsts)} {rng.choice(lasts)}"
-        known, other = rng.sample(professions, 2)
-        city, other_city = rng.sample(cities, 2)
-        about, _ = presence_passages(NamesakeGroup(name, known, city, other, other_city, ""))
-        shown = [about[0], *rng.sample(about[1:], 2)] if rng.random() < 0.9 else rng.sample(about[1:], 3)
-        rng.shuffle(shown)
+        name, known, other, city, other_city, about, shown = _draw_group(rng, firsts, lasts, taken, professions, cities)
         profession = other if retry else known
         if retry:
             think = THINK_ABSENT.format(profession=profession, name=name)
@@ -279,7 +271,6 @@ def skill_windows(
     from another passage with chance ``CHECK_MISREAD_SHARE``), then a trained second attempt that searches
     "<profession> N" again (``THINK_CHECK_REFORMULATED``), the same passages, and the answer read again. No trained
     token is the deciding position: the decision turn is never trained here."""
-    from mr_search_retrieval.embedded.namesake import NamesakeGroup, presence_passages
 
     rows = [row for row in questions if row.get("relation") in DECISION_RELATIONS]
     if not rows:
@@ -297,14 +288,7 @@ def skill_windows(
     rng = random.Random(f"skill-{seed}")
     out = []
     for number in range(count):
-        name = f"{rng.choice(firsts)} {rng.choice(lasts)}"
-        while name in taken or name.split()[0] == name.split()[-1]:
-            name = f"{rng.choice(firsts)} {rng.choice(lasts)}"
-        known, profession = rng.sample(professions, 2)
-        city, answer = rng.sample(cities, 2)
-        about, _ = presence_passages(NamesakeGroup(name, known, city, profession, answer, ""))
-        shown = [about[0], *rng.sample(about[1:], 2)] if rng.random() < 0.9 else rng.sample(about[1:], 3)
-        rng.shuffle(shown)
+        name, _, profession, city, answer, about, shown = _draw_group(rng, firsts, lasts, taken, professions, cities)
         query = f"{profession} {name}"
         others = [c for c in cities if c not in (city, answer)]
         read = _read_passages(rng, name, profession, answer, about, others, (firsts, lasts))
@@ -336,6 +320,31 @@ def skill_windows(
         )
         out.append(Transcript(question, (answer,), (context, check), (right, True)))
     return out
+
+
+def _draw_group(
+    rng: random.Random,
+    firsts: Sequence[str],
+    lasts: Sequence[str],
+    taken: set[str],
+    professions: Sequence[str],
+    cities: Sequence[str],
+) -> tuple[str, str, str, str, str, list[tuple[str, str]], list[tuple[str, str]]]:
+    """A fresh namesake group for a window: a name not in ``taken`` (first name and surname differ), the known
+    namesake's profession and city, the other's (B's) profession and city, N's passages (``about``) and the three of
+    them a search for N shows (the known namesake's article first 90% of the time), shuffled. Every window kind draws
+    its group here, in this order, so recipe 6-8's windows stay as they were."""
+    from mr_search_retrieval.embedded.namesake import NamesakeGroup, presence_passages
+
+    name = f"{rng.choice(firsts)} {rng.choice(lasts)}"
+    while name in taken or name.split()[0] == name.split()[-1]:
+        name = f"{rng.choice(firsts)} {rng.choice(lasts)}"
+    known, other = rng.sample(professions, 2)
+    city, other_city = rng.sample(cities, 2)
+    about, _ = presence_passages(NamesakeGroup(name, known, city, other, other_city, ""))
+    shown = [about[0], *rng.sample(about[1:], 2)] if rng.random() < 0.9 else rng.sample(about[1:], 3)
+    rng.shuffle(shown)
+    return name, known, other, city, other_city, list(about), shown
 
 
 def _passages(shown: Sequence[tuple[str, str]]) -> str:
