@@ -113,3 +113,13 @@ def tokenizer(tiny_policy):
     from transformers import AutoTokenizer
 
     return AutoTokenizer.from_pretrained(tiny_policy)
+
+
+@pytest.fixture(scope="module")
+def small_v4():
+    """The namesake world's version 4 with 24 groups: its lexical index and training questions."""
+    from mr_search.warmstart.lookup import LexicalIndex
+    from mr_search_retrieval.embedded.namesake import NamesakeConfig, build_namesake_world
+
+    corpus, train, _ = build_namesake_world(0, NamesakeConfig(groups=24), version=4)
+    return LexicalIndex(corpus), train

@@ -10,7 +10,6 @@ from dataclasses import replace
 import pytest
 
 from mr_search.warmstart.decision import presence_windows
-from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.train import (
     NAMESAKE_PRESENCE_DECISION_STEPS,
     NAMESAKE_PRESENCE_RECIPE,
@@ -29,12 +28,6 @@ from mr_search_retrieval.embedded.namesake import (
     NamesakeConfig,
     build_namesake_world,
 )
-
-
-@pytest.fixture(scope="module")
-def small_v4():
-    corpus, train, _ = build_namesake_world(0, NamesakeConfig(groups=24), version=4)
-    return LexicalIndex(corpus), train
 
 
 def _words(text: str) -> set[str]:

@@ -11,7 +11,6 @@ from dataclasses import replace
 import pytest
 
 from mr_search.warmstart.decision import presence_windows
-from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.train import (
     NAMESAKE_CHECK_SHARE,
     NAMESAKE_READ_BATCH_SIZE,
@@ -32,17 +31,9 @@ from mr_search.warmstart.transcripts import (
 from mr_search_retrieval.embedded.namesake import (
     CONTROL_RELATION,
     RETRY_RELATION,
-    NamesakeConfig,
-    build_namesake_world,
 )
 
 _TITLES = re.compile(r'Doc \d\(Title: "([^"]+)"\) ([^\n]*)')
-
-
-@pytest.fixture(scope="module")
-def small_v4():
-    corpus, train, _ = build_namesake_world(0, NamesakeConfig(groups=24), version=4)
-    return LexicalIndex(corpus), train
 
 
 def _search(text: str) -> str:

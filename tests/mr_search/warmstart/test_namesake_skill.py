@@ -10,7 +10,6 @@ from dataclasses import replace
 import pytest
 
 from mr_search.warmstart.decision import THINK_FOUND_NAMED, presence_windows, skill_windows
-from mr_search.warmstart.lookup import LexicalIndex
 from mr_search.warmstart.render import encode
 from mr_search.warmstart.train import (
     NAMESAKE_SHUFFLED_RECIPE,
@@ -21,17 +20,10 @@ from mr_search.warmstart.train import (
     warmstart_config,
 )
 from mr_search.warmstart.transcripts import THINK_CHECK_REFORMULATED, answer_turn, search_turn
-from mr_search_retrieval.embedded.namesake import NamesakeConfig, build_namesake_world
 
 _TITLES = re.compile(r'Doc \d\(Title: "([^"]+)"\) ([^\n]*)')
 _WORDS = (["Aldo", "Bera", "Cato", "Dina"], ["Venn", "Kol", "Marr", "Tesk"])
 _DECIDING = "in the passages"
-
-
-@pytest.fixture(scope="module")
-def small_v4():
-    corpus, train, _ = build_namesake_world(0, NamesakeConfig(groups=24), version=4)
-    return LexicalIndex(corpus), train
 
 
 def _search(text: str) -> str:
