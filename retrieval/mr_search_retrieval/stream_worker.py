@@ -128,6 +128,7 @@ class _Inbox:
 
     def _receive(self) -> None:
         while self.conns:
+            ready: list[Request] = []  # every front readable at once goes in together: take() sees all or none
             for conn in wait(self.conns, timeout=_POLL_S):
                 try:
                     message = conn.recv()  # type: ignore[union-attr]
@@ -138,8 +139,10 @@ class _Inbox:
                 except (EOFError, OSError):  # that front has exited or closed
                     self.conns.remove(conn)  # type: ignore[arg-type]
                     continue
+                ready.append((conn, rid, k, payload))  # type: ignore[arg-type]
+            if ready:
                 with self.cond:
-                    self.items.append((conn, rid, k, payload))  # type: ignore[arg-type]
+                    self.items.extend(ready)
                     self.cond.notify()
         with self.cond:
             self.closed = True
