@@ -72,6 +72,23 @@ SAVE_FREQ="${SAVE_FREQ:-}"                    # checkpoint every N steps (embedd
 TEST_FREQ="${TEST_FREQ:-}"                    # validation every N steps, -1 never (embedded: -1; paper: 50)
 
 die() { echo "train_grpo_step.sh: $*" >&2; exit 1; }
+preset_value() {  # KEY: its value in the preset's entry config, else in the recipe both presets include
+  "$PYTHON" - "$ROOT/configs/$CONFIG_NAME.yaml" "$ROOT/configs/recipe/paper.yaml" "$1" <<'PY'
+import sys
+
+import yaml
+
+*files, key = sys.argv[1:]
+for path in files:
+    with open(path) as f:
+        node = yaml.safe_load(f)
+    for part in key.split("."):
+        node = node.get(part) if isinstance(node, dict) else None
+    if node is not None:
+        print(node)
+        break
+PY
+}
 
 # shellcheck source=scripts/lib/gpu.sh
 source "$ROOT/scripts/lib/gpu.sh"
@@ -96,6 +113,19 @@ if [[ "$DRY_RUN" != 1 && ( "$ROLLOUT_ENGINE" == sglang || "$ROLLOUT_ENGINE" == v
   # Before Ray starts: verl would otherwise fail inside a Ray actor, minutes later, with a long trace.
   die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE needs the $ROLLOUT_ENGINE package, which $PYTHON cannot import; install it with \
 requirements/gpu-$ROLLOUT_ENGINE.txt (docs/gpu.md), or use ROLLOUT_ENGINE=hf on one GPU"
+fi
+if [[ -n "$TRAIN_BATCH_SIZE" ]] && ! [[ "$TRAIN_BATCH_SIZE" =~ ^[1-9][0-9]*$ ]]; then
+  die "TRAIN_BATCH_SIZE=$TRAIN_BATCH_SIZE is not valid; use a whole number of questions >= 1"
+fi
+if [[ -n "$TRAIN_BATCH_SIZE" && -z "$PPO_MINI_BATCH_SIZE" ]]; then
+  # verl stops at start-up when a PPO mini-batch is larger than the step ("train_batch_size (16) must be >=
+  # actor.ppo_mini_batch_size (32)"): a smaller step than the preset's mini-batch (paper: 32) is then one update.
+  preset_mini="$(preset_value actor_rollout_ref.actor.ppo_mini_batch_size)"
+  if [[ "$preset_mini" =~ ^[0-9]+$ ]] && ((TRAIN_BATCH_SIZE < preset_mini)); then
+    PPO_MINI_BATCH_SIZE="$TRAIN_BATCH_SIZE"
+    echo "train_grpo_step.sh: PPO_MINI_BATCH_SIZE=$TRAIN_BATCH_SIZE (the $PRESET preset's $preset_mini is more than" \
+      "TRAIN_BATCH_SIZE=$TRAIN_BATCH_SIZE: one update a step; set PPO_MINI_BATCH_SIZE to choose)" >&2
+  fi
 fi
 if [[ -n "$ATTEMPTS" ]] && ! [[ "$ATTEMPTS" =~ ^[1-9][0-9]*$ ]]; then
   die "ATTEMPTS=$ATTEMPTS is not valid; use a whole number >= 1 (1 = the Search-R1 baseline)"

@@ -127,6 +127,25 @@ def test_engine_commands_pass_verls_validation(run_script, tmp_path, script_env,
     assert rollout["free_cache_engine"] is (engine != "sglang")
 
 
+@pytest.mark.parametrize(
+    ("knobs", "mini"),
+    [
+        ({"PRESET": "paper", "TRAIN_BATCH_SIZE": "16"}, "16"),  # the preset's 32 > 16: verl would stop at start-up
+        ({"PRESET": "paper", "TRAIN_BATCH_SIZE": "64"}, None),  # the paper's own step: the preset's 32 stands
+        ({"PRESET": "paper", "TRAIN_BATCH_SIZE": "16", "PPO_MINI_BATCH_SIZE": "8"}, "8"),  # a given one is kept
+        ({"PRESET": "embedded", "TRAIN_BATCH_SIZE": "2"}, "2"),
+    ],
+)
+def test_a_step_smaller_than_the_presets_mini_batch_is_one_update(run_script, tmp_path, knobs, mini):
+    run = run_script(tmp_path / "run", DRY_RUN="1", **knobs)
+    assert run.returncode == 0, run.output
+    command = shlex.split(next(line for line in run.output.splitlines() if "verl.trainer.main_ppo" in line))
+    minis = [arg.split("=", 1)[1] for arg in command if arg.startswith("actor_rollout_ref.actor.ppo_mini_batch_size=")]
+    assert minis == ([mini] if mini else [])
+    fitted = mini is not None and "PPO_MINI_BATCH_SIZE" not in knobs
+    assert ("one update a step" in run.output) == fitted
+
+
 def test_a_missing_engine_fails_before_ray_naming_the_package(run_script, tmp_path):
     run = run_script(
         tmp_path / "run",
@@ -151,6 +170,7 @@ def test_a_missing_engine_fails_before_ray_naming_the_package(run_script, tmp_pa
         ({"ROLLOUT_ENGINE": "vllm", "USE_REMOVE_PADDING": "maybe"}, "use auto, 1 or 0"),
         ({"NNODES": "two"}, "NNODES=two is not valid"),
         ({"NNODES": "0"}, "NNODES=0 is not valid"),
+        ({"TRAIN_BATCH_SIZE": "16q"}, "TRAIN_BATCH_SIZE=16q is not valid"),
     ],
 )
 def test_bad_knobs_fail_with_the_valid_choices(run_script, tmp_path, knobs, message):
