@@ -120,7 +120,7 @@ fi
 if [[ -n "$TRAIN_BATCH_SIZE" && -z "$PPO_MINI_BATCH_SIZE" ]]; then
   # verl stops at start-up when a PPO mini-batch is larger than the step ("train_batch_size (16) must be >=
   # actor.ppo_mini_batch_size (32)"): a smaller step than the preset's mini-batch (paper: 32) is then one update.
-  preset_mini="$(preset_value actor_rollout_ref.actor.ppo_mini_batch_size)"
+  preset_mini="$(preset_value actor_rollout_ref.actor.ppo_mini_batch_size 2>/dev/null)" || preset_mini=""
   if [[ "$preset_mini" =~ ^[0-9]+$ ]] && ((TRAIN_BATCH_SIZE < preset_mini)); then
     PPO_MINI_BATCH_SIZE="$TRAIN_BATCH_SIZE"
     echo "train_grpo_step.sh: PPO_MINI_BATCH_SIZE=$TRAIN_BATCH_SIZE (the $PRESET preset's $preset_mini is more than" \
