@@ -363,6 +363,11 @@ def test_the_decision_stage_can_come_last_at_its_own_learning_rate(
     assert [lr for kind, lr in seen if kind == "window"] == pytest.approx([6e-3, 6e-3])
 
 
+def _unpadded(batch, pad_token_id: int) -> list[list[int]] | None:
+    """The token ids of each row of a padded batch without its padding (None for no batch)."""
+    return None if batch is None else [[i for i in row.tolist() if i != pad_token_id] for row in batch.ids]
+
+
 @pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")  # the fake step does not step
 def test_mixed_decision_windows_come_with_every_whole_transcript_step(
     index, mini_questions, tokenizer, tiny_policy, monkeypatch
@@ -380,10 +385,7 @@ def test_mixed_decision_windows_come_with_every_whole_transcript_step(
     seen: list[tuple[int, list[list[int]] | None, float]] = []
 
     def fake_step(model, optimizer, batch, config, mixed=None):
-        rows = (
-            None if mixed is None else [[i for i in row.tolist() if i != tokenizer.pad_token_id] for row in mixed.ids]
-        )
-        seen.append((batch.ids.shape[0], rows, optimizer.param_groups[0]["lr"]))
+        seen.append((batch.ids.shape[0], _unpadded(mixed, tokenizer.pad_token_id), optimizer.param_groups[0]["lr"]))
         return torch.tensor(0.0)
 
     monkeypatch.setattr(train_module, "train_step", fake_step)
@@ -425,10 +427,7 @@ def test_recipe_10s_skill_windows_come_in_each_whole_transcript_step_as_a_batch_
     seen: list[tuple[bool, list[list[int]] | None]] = []
 
     def fake_step(model, optimizer, batch, config, mixed=None, skills=None):
-        rows = (
-            None if skills is None else [[i for i in row.tolist() if i != tokenizer.pad_token_id] for row in skills.ids]
-        )
-        seen.append((mixed is None, rows))
+        seen.append((mixed is None, _unpadded(skills, tokenizer.pad_token_id)))
         return torch.tensor(0.0)
 
     monkeypatch.setattr(train_module, "train_step", fake_step)
