@@ -260,6 +260,8 @@ class WarmStartConfig:
             del fields["transcripts"]["presence_gold_shuffled"]  # likewise (every build before recipe 8)
         if not self.transcripts.presence_check_reformulated:
             del fields["transcripts"]["presence_check_reformulated"]  # likewise (every build before recipe 9)
+        if not self.transcripts.retry_question:
+            del fields["transcripts"]["retry_question"]  # likewise (every build before recipe 11)
         payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
@@ -280,7 +282,8 @@ class WarmStartConfig:
 # 10: 8 (transcripts and decision windows to the byte) with skill windows of their own (``skill_batch_size``): the
 # answer read from B's article at a drawn place after the search "<profession> N", and a check of a namesake answer
 # that searches "<profession> N" again; their trained tokens never include the deciding position.
-NAMESAKE_RECIPES = 10
+# 11: 8 with every retry and check searching the whole question (``TranscriptConfig.retry_question``).
+NAMESAKE_RECIPES = 11
 # The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
 # policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
 # 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
@@ -347,12 +350,21 @@ NAMESAKE_SKILL_BATCH_SIZE = 8
 # That build (10b, 01c0f5feb082) kept half of it (20 of 40) and its probe fixed 15 of 81 wrong sampled namesake
 # answers by attempt 3 (recipe 7: 6 of 98), one-hop EM@1 23.3 (recipe 7: 56.7); investigation.md says what next.
 NAMESAKE_SKILL_LOSS_WEIGHT = 0.25
+# Recipe 11: recipe 8 (no skill windows: 10b's build copied the default world's names worse, one-hop EM@1 23.3 against
+# recipe 7's 56.7, and a skill window's decision was kept or lost by the build's seed) whose retries and checks search
+# the whole question (``TranscriptConfig.retry_question``): 10b's retries searched the question's entity for 3-4 of 30
+# one- and two-hop questions, a name ~720 characters back, and a namesake retry had to decide again; the agent's dense
+# index ranks the answer's passage first for the whole question for 96-100% of every source's training questions, so a
+# retry that copies the line after "Question:" fixes without a decision. (The tiny 2-layer policy of the default
+# world's v5 warm start could not copy a question; this one has 4 layers.)
+NAMESAKE_QUESTION_RETRY_RECIPE = 11
 PRESENCE_RECIPES = (
     NAMESAKE_PRESENCE_RECIPE,
     NAMESAKE_MIXED_RECIPE,
     NAMESAKE_SHUFFLED_RECIPE,
     NAMESAKE_READ_RECIPE,
     NAMESAKE_SKILL_RECIPE,
+    NAMESAKE_QUESTION_RETRY_RECIPE,
 )
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
@@ -399,7 +411,8 @@ def warmstart_config(
     name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``);
     4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
     (``NAMESAKE_DECISION_STEPS``); 6 to 10 are for the world's version 4 (``NAMESAKE_MIXED_RECIPE``,
-    ``NAMESAKE_SHUFFLED_RECIPE``, ``NAMESAKE_READ_RECIPE``, ``NAMESAKE_SKILL_RECIPE``)."""
+    ``NAMESAKE_SHUFFLED_RECIPE``, ``NAMESAKE_READ_RECIPE``, ``NAMESAKE_SKILL_RECIPE``,
+    ``NAMESAKE_QUESTION_RETRY_RECIPE``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
     namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
@@ -413,6 +426,7 @@ def warmstart_config(
             p_verify_found=NAMESAKE_MIXED_P_VERIFY_FOUND,
             presence_gold_shuffled=namesake_recipe != NAMESAKE_MIXED_RECIPE,
             presence_check_reformulated=read,
+            retry_question=namesake_recipe == NAMESAKE_QUESTION_RETRY_RECIPE,
         )
         return WarmStartConfig(
             decision_read_answer=read,

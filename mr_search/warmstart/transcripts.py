@@ -74,6 +74,10 @@ THINK_PRESENT = "The {profession} is in the passages. I found the answer."
 # Recipe 9's check of an answer read from B's article (``presence_check_reformulated``): the search that found it again,
 # no second presence decision on a context that already holds B's article.
 THINK_CHECK_REFORMULATED = "My previous answer may be wrong. I need to search for {profession} {name}."
+# Recipe 11's retry (``retry_question``): the whole question, which the agent's dense index ranks right (the answer's
+# passage first for 96-100% of training questions of every source; the name: 89% one-hop, 0-11% namesake), so the
+# retry needs no decision, only a copy of the line after "Question:".
+THINK_RETRY_QUESTION = "My previous answer may be wrong. I will search for the question."
 
 
 @dataclass(frozen=True)
@@ -135,6 +139,10 @@ class TranscriptConfig:
             instead of searching N and deciding again, and comes with chance ``p_verify`` (not ``p_verify_found``):
             it no longer breaks the answer (recipe 9; recipe 8's checks searched N, then said "is in the passages"
             on a context that still held B's article). Checks of other questions' answers are as before.
+        retry_question: every attempt after the first that searches (a retry after a wrong answer, a check of a
+            right one) searches the whole question (``THINK_RETRY_QUESTION``) and shows the passage that answers it
+            (a namesake question: B's article; else the first hop's) first, as the agent's dense index ranks it; a
+            two-hop retry then searches the bridge entity (recipe 11). Off: retries search the entity's name.
     """
 
     attempts: int = 3
@@ -149,6 +157,7 @@ class TranscriptConfig:
     p_verify_found: float | None = None
     presence_gold_shuffled: bool = False
     presence_check_reformulated: bool = False
+    retry_question: bool = False
 
     def __post_init__(self) -> None:
         if self.namesake_copy and self.namesake_presence:
@@ -233,9 +242,20 @@ class TranscriptBuilder:
         for row in questions:
             self._answers_by_relation[str(row.get("relation", ""))].append(str(row["golden_answers"][0]))
 
-    def _information(self, query: str, gold_id: str | None, shuffled: bool = False) -> Turn:
+    def _information(self, query: str, gold_id: str | None, shuffled: bool = False, first: bool = False) -> Turn:
         """The passages a search for ``query`` shows; a gold passage it misses replaces the last one, or
-        (``shuffled``) takes a place drawn from the query (the same query, the same place)."""
+        (``shuffled``) takes a place drawn from the query (the same query, the same place); ``first`` puts the gold
+        passage first (moved there, or in place of the last)."""
+        if first and gold_id is not None:
+            # The lexical index may match fewer passages than a dense one returns: the gold passage's neighbours
+            # (a search for its title) fill up.
+            gold = self.index.doc(gold_id)
+            found = [
+                *self.index.search(query, self.config.topk),
+                *self.index.search(str(gold["title"]), self.config.topk),
+            ]
+            kept = list({str(d["id"]): d for d in found if str(d["id"]) != gold_id}.values())[: self.config.topk - 1]
+            return Turn("information", format_passages([gold, *kept]))
         docs = list(self.index.search(query, self.config.topk))
         if gold_id is not None and all(str(d["id"]) != gold_id for d in docs):
             docs = docs[: self.config.topk - 1]
@@ -269,7 +289,16 @@ class TranscriptBuilder:
             # Version 4: the second search is the profession word and the name, not the second passage's title.
             bridge, think_bridge = f"{presence} {subject}", THINK_ABSENT.format(profession=presence, name=subject)
         checked = retry is not None and retry.kind == "verify" and self.config.presence_check_reformulated
-        if checked and presence is not None and bridge is not None:
+        if retry is not None and self.config.retry_question:
+            # Recipe 11: the whole question; a namesake question's passages then hold B's article first.
+            question = str(row["question"]).strip()
+            namesake = row.get("relation") == NAMESAKE_RELATION
+            turns.append(Turn("model", search_turn(self._told(THINK_RETRY_QUESTION), question)))
+            turns.append(self._information(question, gold_ids[-1] if namesake else gold_ids[0], first=True))
+            if bridge is not None and not namesake:  # two hops: the bridge entity next, as after the name
+                turns.append(Turn("model", search_turn(think_bridge, bridge)))
+                turns.append(self._information(bridge, gold_ids[1], shuffled))
+        elif checked and presence is not None and bridge is not None:
             # Recipe 9: a check of an answer read from B's article searches "<profession> N" again, no new decision.
             think = THINK_CHECK_REFORMULATED.format(profession=presence, name=subject)
             turns.append(Turn("model", search_turn(self._told(think), bridge)))

@@ -1,0 +1,87 @@
+"""Namesake recipe 11 (world version 4): every retry and check searches the whole question and reads the passage the
+agent's dense index ranks first for it; the first attempt is recipe 8's."""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import replace
+
+import pytest
+
+from mr_search.warmstart.train import (
+    NAMESAKE_QUESTION_RETRY_RECIPE,
+    NAMESAKE_SHUFFLED_RECIPE,
+    warmstart_config,
+)
+from mr_search.warmstart.transcripts import (
+    THINK_RETRY_QUESTION,
+    TranscriptBuilder,
+    TranscriptConfig,
+    search_turn,
+)
+from mr_search_retrieval.embedded.namesake import CONTROL_RELATION, RETRY_RELATION
+
+_FIRST_TITLE = re.compile(r'Doc 1\(Title: "([^"]+)"\)')
+
+
+def test_recipe_11_is_recipe_8_with_question_retries_and_earlier_keys_stay(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
+    keys = {r: warmstart_config(world="namesake", namesake_recipe=r).key() for r in (7, 8, 10)}
+    assert keys == {7: "5a35f173d0c2", 8: "0b25ef7fe162", 10: "3bad8e788d83"}, "built recipes keep their keys"
+    eight = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_SHUFFLED_RECIPE)
+    eleven = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_QUESTION_RETRY_RECIPE)
+    assert eleven == replace(eight, transcripts=replace(eight.transcripts, retry_question=True))
+    assert eleven.key() not in set(keys.values())
+    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "3")
+    with pytest.raises(ValueError, match="recipe 11 does not fit the namesake world's version 3"):
+        warmstart_config(world="namesake", namesake_recipe=NAMESAKE_QUESTION_RETRY_RECIPE)
+
+
+def _answer_doc(row: dict) -> str:
+    """The passage that answers ``row``'s question when the whole question is searched: B's article for a namesake
+    question, else the first hop's."""
+    gold = [str(d) for d in row["gold_doc_ids"]]
+    return gold[-1] if row["relation"] == RETRY_RELATION else gold[0]
+
+
+def test_every_retry_and_check_searches_the_question_and_reads_its_first_passage(small_v4) -> None:
+    index, train = small_v4
+    config = TranscriptConfig(namesake_presence=True, presence_gold_shuffled=True, retry_question=True, p_wrong=0.9)
+    builder = TranscriptBuilder(index, train, config)
+    rows = [r for r in train if r["relation"] in (RETRY_RELATION, CONTROL_RELATION)]
+    rows += [r for r in train if r["relation"] == "birthplace"][:20] + [r for r in train if r["hops"] == 2][:40]
+    searched = {"slip": 0, "check": 0, "two_hop": 0}
+    for seed, row in enumerate(rows):
+        transcript = builder.build(row, random.Random(seed))
+        question = row["question"].strip()
+        for number, attempt in enumerate(transcript.attempts[1:], start=1):
+            texts = [turn.text for turn in attempt]
+            if "<search>" not in texts[0]:  # a kept answer: no search
+                assert len(attempt) == 1 and transcript.correct[number - 1]
+                continue
+            assert texts[0] == search_turn(THINK_RETRY_QUESTION, question), "the retry copies the question"
+            first = _FIRST_TITLE.search(texts[1]).group(1)
+            assert first == index.doc(_answer_doc(row))["title"], "the passage that answers it comes first"
+            shown = texts[1].count("Doc ")
+            gold_text = index.doc(_answer_doc(row))["text"]
+            assert 1 <= shown <= config.topk and texts[1].count(gold_text) == 1, "first, once, its neighbours after it"
+            assert texts[-1].endswith(f"<answer> {row['golden_answers'][0]} </answer>") and attempt[-1].trained
+            if row["hops"] == 2 and row["relation"] != RETRY_RELATION:
+                bridge = index.doc(str(row["gold_doc_ids"][1]))["title"]
+                assert f"<search> {bridge} </search>" in texts[2], "a two-hop retry goes on with the bridge entity"
+                searched["two_hop"] += 1
+            else:
+                assert len(attempt) == 3, "one search, then the answer"
+            searched["slip" if not transcript.correct[number - 1] else "check"] += 1
+        assert "<search> " + question not in transcript.attempts[0][0].text, "the first attempt searches the name"
+    assert all(count > 5 for count in searched.values()), searched
+
+
+def test_without_the_option_no_retry_searches_the_question(small_v4) -> None:
+    index, train = small_v4
+    builder = TranscriptBuilder(index, train, TranscriptConfig(namesake_presence=True, p_wrong=0.9))
+    for seed, row in enumerate(train[:200]):
+        transcript = builder.build(row, random.Random(seed))
+        model = "".join(turn.text for attempt in transcript.attempts for turn in attempt if turn.role == "model")
+        assert f"<search> {row['question'].strip()} </search>" not in model
