@@ -303,6 +303,26 @@ def second_hop_searched(records: Sequence[Mapping[str, Any]], second_hops: Mappi
     return {source: out[source] for source in sorted(out)}
 
 
+def _normalized(text: str) -> str:
+    return " ".join(str(text).lower().rstrip("?").split())
+
+
+def question_retries(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
+    """Per data source, ``{"retries": n, "question": m}``: of the n attempts after the first that search, m search
+    the meta-episode's question itself first (case, spacing and a final "?" aside; namesake recipe 11's retry)."""
+    from mr_search.eval.records import searches
+
+    out: dict[str, dict[str, int]] = {}
+    for record in records:
+        counts = out.setdefault(str(record["data_source"]), {"retries": 0, "question": 0})
+        for attempt in record["attempts"][1:]:
+            found = searches(attempt)
+            if found:
+                counts["retries"] += 1
+                counts["question"] += _normalized(found[0]["query"]) == _normalized(record.get("question", "\0"))
+    return {source: out[source] for source in sorted(out)}
+
+
 def _search_counts(name: str, records: Sequence[Mapping[str, Any]], attempts: int) -> dict[str, Any]:
     """Searches per attempt, and searches again after the first attempt (of all, of those wrong at attempt 1)."""
     from mr_search.eval.records import searches
@@ -326,6 +346,7 @@ def _search_counts(name: str, records: Sequence[Mapping[str, Any]], attempts: in
             round(100.0 * sum(searched(r, k) for r in records) / max(1, len(records)), 1) for k in range(attempts)
         ],
         f"{name}_search_after_1": {"all": share(records), "after_wrong": share(wrong_first)},
+        f"{name}_retry_is_question": question_retries(records),
     }
 
 

@@ -76,8 +76,10 @@ THINK_PRESENT = "The {profession} is in the passages. I found the answer."
 THINK_CHECK_REFORMULATED = "My previous answer may be wrong. I need to search for {profession} {name}."
 # Recipe 11's retry (``retry_question``): the whole question, which the agent's dense index ranks right (the answer's
 # passage first for 96-100% of training questions of every source; the name: 89% one-hop, 0-11% namesake), so the
-# retry needs no decision, only a copy of the line after "Question:".
-THINK_RETRY_QUESTION = "My previous answer may be wrong. I will search for the question."
+# retry needs no decision, only a copy of the line after "Question:". The thought is short: with the question after it
+# the turn stays within the embedded config's 48 new tokens a turn (39 at most; "... I will search for the question."
+# made 53).
+THINK_RETRY_QUESTION = "My previous answer may be wrong."
 
 
 @dataclass(frozen=True)

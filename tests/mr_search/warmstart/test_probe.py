@@ -285,3 +285,29 @@ def test_the_thought_after_the_names_article_is_read_per_source():
         k: counts[k] for k in ("embedded_namesake", "embedded_namesake_control")
     }
     assert figures["sampled_namesake_thoughts"] == {"embedded_namesake": counts["embedded_namesake"]}
+
+
+def test_retries_that_search_the_question_itself_are_counted_per_source():
+    from mr_search.warmstart.probe import question_retries
+
+    def episode(uid: str, source: str, retry_queries: list[str | None]) -> dict:
+        record = _record(uid, "Aldo Venn", ["x"] * (1 + len(retry_queries)), [0.0] * (1 + len(retry_queries)), source)
+        record["question"] = "Where was the sailor Aldo Venn born?"
+        for attempt, query in zip(record["attempts"][1:], retry_queries, strict=True):
+            if query is not None:
+                attempt["turns"] = [
+                    {"role": "assistant", "content": f"<search> {query} </search>"},
+                    {"role": "tool", "content": "<information></information>"},
+                ]
+        return record
+
+    records = [
+        episode("q1", "embedded_namesake", ["where was the sailor  Aldo Venn born", None]),  # a copy, case aside
+        episode("q2", "embedded_namesake", ["Where was the sailor Aldo Vent born?", "sailor Aldo Venn"]),
+        episode("q3", "embedded_1hop", [None, None]),  # kept: no retry search
+    ]
+    assert question_retries(records) == {
+        "embedded_1hop": {"retries": 0, "question": 0},
+        "embedded_namesake": {"retries": 3, "question": 1},
+    }
+    assert summarize(records, [], {}, attempts=3)["greedy_retry_is_question"] == question_retries(records)
