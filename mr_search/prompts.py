@@ -35,19 +35,39 @@ SEARCH_FAILED_MESSAGE: Final = "Search failed: the retrieval service did not ans
 
 def question_prompt(question: str) -> str:
     """Returns the first user turn for ``question`` (the dataset rows hold it already formatted)."""
+    return QUESTION_TEMPLATE.format(question=_question_text(question))
+
+
+def _question_text(question: str) -> str:
     question = question.strip()
     if not question:
         raise ValueError("question_prompt: the question is empty; every dataset row needs a question text")
-    if not question.endswith("?"):
-        question += "?"
-    return QUESTION_TEMPLATE.format(question=question)
+    return question if question.endswith("?") else question + "?"
 
 
-def reflection_prompt(feedback: bool | None = None, template: str = REFLECTION_PROMPT) -> str:
-    """Returns the reflection turn; ``feedback`` True/False prefixes the previous answer's correctness."""
-    if feedback is None:
-        return template
-    return (FEEDBACK_RIGHT if feedback else FEEDBACK_WRONG) + template
+def reflection_prompt(
+    feedback: bool | None = None, template: str = REFLECTION_PROMPT, question: str | None = None
+) -> str:
+    """Returns the reflection turn; ``feedback`` True/False prefixes the previous answer's correctness;
+    ``question`` (``mr_search.episode.reflection_restates_question``; paper: off) ends it with the question's line as
+    the first user turn writes it ("Question: ...")."""
+    text = template if feedback is None else (FEEDBACK_RIGHT if feedback else FEEDBACK_WRONG) + template
+    if question is None:
+        return text
+    return f"{text}{QUESTION_LINE}{_question_text(question)}\n"
+
+
+QUESTION_LINE: Final = "\nQuestion: "
+
+
+def question_of_prompt(text: str) -> str:
+    """The question of a first user turn (``question_prompt``'s ``Question: ...`` line, without it)."""
+    if QUESTION_LINE not in text:
+        raise ValueError(
+            "the first user turn has no 'Question: ...' line; reflection_restates_question repeats that line, so "
+            "build the prompts with mr_search.prompts.question_prompt (or turn the option off)"
+        )
+    return text.rsplit(QUESTION_LINE, 1)[1].strip()
 
 
 def _split_contents(doc: Mapping[str, Any]) -> tuple[str, str]:

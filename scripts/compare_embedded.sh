@@ -75,6 +75,8 @@ NOTE="${NOTE:-}"                        # one line for the report's history tabl
 WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
 OUTCOME_FEEDBACK="${OUTCOME_FEEDBACK:-0}"  # 1: the reflection turns say whether the previous answer was right
                                        # (MAGE-style; paper: 0) in the warm start, both trainings and evaluation
+REFLECTION_QUESTION="${REFLECTION_QUESTION:-}"  # 1: the reflection turns end with the question's line (paper: 0), in
+                                       # both trainings and evaluation; empty: as the warm start was trained
 ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"    # cpu | hf (the same transformers rollout; trainer and rollout on one GPU);
                                        # empty: hf when a GPU is usable, else cpu
 DRY_RUN="${DRY_RUN:-0}"
@@ -95,6 +97,8 @@ whole MAX_QUESTIONS "$MAX_QUESTIONS"
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OUTCOME_FEEDBACK" =~ ^[01]$ ]] || die "OUTCOME_FEEDBACK=$OUTCOME_FEEDBACK is not valid; use 0 (paper) or 1"
+[[ "$REFLECTION_QUESTION" =~ ^[01]?$ ]] \
+  || die "REFLECTION_QUESTION=$REFLECTION_QUESTION is not valid; use 0 (paper), 1, or leave it empty (the warm start's)"
 [[ "$ROLLOUT_ENGINE" =~ ^(|cpu|hf)$ ]] || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use cpu or hf (or leave it empty)"
 [[ "$POLICY" =~ ^(tiny|small)$ ]] || die "POLICY=$POLICY is not valid; use tiny or small"
 [[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
@@ -139,6 +143,22 @@ TRAIN_FILE="${files[0]}"
 TEST_FILE="${files[1]}"
 echo "compare_embedded.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
 WARM="$("$PYTHON" -m mr_search.warmstart --policy "$POLICY" "${feedback_flag[@]}" "${recipe_flag[@]}" | tail -n 1)"
+# The reflection turns the warm start was trained with (namesake recipe 12 restates the question): training and
+# evaluation use the same, and a REFLECTION_QUESTION that contradicts it stops here.
+trained_restating="$("$PYTHON" -c 'import json, sys
+settings = json.load(open(sys.argv[1] + "/warmstart.json"))["settings"]
+print(int(bool(settings["transcripts"].get("reflection_question", False))))' "$WARM")"
+if [[ -n "$REFLECTION_QUESTION" && "$REFLECTION_QUESTION" != "$trained_restating" ]]; then
+  die "REFLECTION_QUESTION=$REFLECTION_QUESTION, but the warm start $WARM was trained with reflection turns that" \
+    "$([[ $trained_restating == 1 ]] && echo restate || echo do not restate) the question; leave REFLECTION_QUESTION empty"
+fi
+restate_flag=()      # python -m mr_search.eval / mr_search.compare fresh
+restate_override=()  # train_grpo_step.sh (Hydra)
+if [[ "$trained_restating" == 1 ]]; then
+  restate_flag=(--reflection-restates-question)
+  restate_override=(mr_search.episode.reflection_restates_question=true)
+  feedback_said+="; reflection turns restate the question"
+fi
 if ! retrieval_healthy "$RETRIEVER_URL"; then
   echo -n "compare_embedded.sh: "
   retrieval_start_local "$RETRIEVER_URL" "$WORK_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
@@ -200,6 +220,7 @@ train() {  # train <run dir> <attempts> <steps> <seed>
     RETRIEVER_URL="$RETRIEVER_URL" START_RETRIEVER=0 PYTHON="$PYTHON" \
     bash "$ROOT/train_grpo_step.sh" "data.seed=$seed" "actor_rollout_ref.rollout.seed=$seed" \
     "actor_rollout_ref.actor.data_loader_seed=$seed" "trainer.max_actor_ckpt_to_keep=null" "${feedback_override[@]}" \
+    "${restate_override[@]}" \
     >"$run.log" 2>&1 || die "training failed; log: $run.log"
 }
 
@@ -216,7 +237,7 @@ evaluate() {  # evaluate <out dir> LABEL=PATH...
   OMP_NUM_THREADS=1 "$PYTHON" -m mr_search.eval "${models[@]}" --data "$TEST_FILE" --out "$out.tmp" \
     --retriever-url "$RETRIEVER_URL/retrieve" --attempts "$K_EVAL" --max-questions "$MAX_QUESTIONS" --no-progress \
     --max-new-tokens "$MAX_NEW_TOKENS" --max-information-tokens "$MAX_INFO_TOKENS" \
-    --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}" \
+    --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}" "${restate_flag[@]}" \
     >"$out.log" 2>&1 || die "evaluation failed; log: $out.log"
   rm -rf "$out"
   mv "$out.tmp" "$out"
@@ -229,7 +250,8 @@ evaluated() {  # evaluated <out dir> LABEL=PATH...: true if <out dir> holds that
   shift
   "$PYTHON" -m mr_search.compare fresh --results "$out/results.json" --models "$@" \
     --k-eval "$K_EVAL" --max-questions "$MAX_QUESTIONS" --max-new-tokens "$MAX_NEW_TOKENS" \
-    --max-information-tokens "$MAX_INFO_TOKENS" --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}"
+    --max-information-tokens "$MAX_INFO_TOKENS" --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}" \
+    "${restate_flag[@]}"
 }
 
 if ! evaluated "$WORK_DIR/warm_eval" "warm_start=$WARM"; then

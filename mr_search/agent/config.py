@@ -25,6 +25,9 @@ class EpisodeConfig:
         max_new_tokens_per_turn: generation limit of one model turn (paper: 1024).
         early_stop_when_correct: end the meta-episode after a correct attempt (paper: off; MAGE: on).
         outcome_feedback: tell the model in the reflection turn whether its answer was right (paper: off).
+        reflection_restates_question: end the reflection turn with the question's line ("Question: ...") as the
+            first user turn writes it (paper: off, a fixed turn): a small policy then copies the question from
+            near by instead of from the start of the context.
         context: ``full`` keeps every earlier attempt in the generation context (paper);
             ``previous_attempt`` shows the model only the question and the previous attempt (the
             paper's short-context ablation). Training stays on-policy: a meta-episode whose turns saw cut
@@ -55,6 +58,7 @@ class EpisodeConfig:
     max_new_tokens_per_turn: int = 1024
     early_stop_when_correct: bool = False
     outcome_feedback: bool = False
+    reflection_restates_question: bool = False
     context: str = "full"
     reflection_template: str | None = None
     max_context_tokens: int | None = None

@@ -167,8 +167,16 @@ class MRSearchAgentLoop(AgentLoopBase):
             )
         golds = gold_answers(reward_model["ground_truth"])
         prompt_ids = await self.ct_build_initial_tokens(list(kwargs["raw_prompt"]))
+        question = None
+        if self.episode.reflection_restates_question:
+            users = [m for m in kwargs["raw_prompt"] if m.get("role") == "user"]
+            question = prompts.question_of_prompt(str(users[0]["content"]) if users else "")
         state = EpisodeState(
-            transcript=Transcript(prompt_ids), golds=golds, request_id=uuid4().hex, trace=_tracer().start()
+            transcript=Transcript(prompt_ids),
+            golds=golds,
+            request_id=uuid4().hex,
+            question=question,
+            trace=_tracer().start(),
         )
         state.attempts.append(AttemptRecord(index=0, start=0))
         state.segments.append(ContextSegment(context_start=0, first=0))
@@ -288,7 +296,7 @@ class MRSearchAgentLoop(AgentLoopBase):
         """The between-attempts user turn; it opens the next attempt (and carries its index)."""
         previous = state.current
         feedback = previous.em >= 1.0 if self.episode.outcome_feedback else None
-        text = prompts.reflection_prompt(feedback, self.reflection_template)
+        text = prompts.reflection_prompt(feedback, self.reflection_template, state.question)
         ids = self.env.user_turn(text, after_eos=state.last_turn_ended_with_eos)
         transcript = state.transcript
         if len(ids) >= self.response_length - transcript.response_len:

@@ -44,6 +44,7 @@ class EpisodeState:
     transcript: Transcript
     golds: list[str]
     request_id: str
+    question: str | None = None  # the prompt's question, kept when the reflection turn restates it
     attempts: list[AttemptRecord] = field(default_factory=list)
     segments: list[ContextSegment] = field(default_factory=list)  # the contexts the turns saw (agent/segments.py)
     action: TurnAction | None = None

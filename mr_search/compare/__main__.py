@@ -62,11 +62,13 @@ def is_fresh(
     max_questions: int | None,
     limits: Mapping[str, int] | None = None,
     outcome_feedback: bool = False,
+    restates_question: bool = False,
 ) -> bool:
     """Whether ``results`` (a results.json of ``python -m mr_search.eval``) evaluated exactly ``models``
     (``LABEL=PATH``, as passed to it) with ``k_eval`` attempts on the first ``max_questions`` per data source, with
     the token ``limits`` given (keys as its meta names them, e.g. ``"max new tokens per turn"``) and with outcome
-    feedback on or off as ``outcome_feedback`` says (evaluations from before that option had it off)."""
+    feedback on or off as ``outcome_feedback`` says and reflection turns that restate the question or not as
+    ``restates_question`` says (evaluations from before those options had them off)."""
     if not results.is_file():
         return False
     evaluation = json.loads(results.read_text(encoding="utf-8"))
@@ -79,6 +81,7 @@ def is_fresh(
         and meta.get("max questions per source", "unknown") == max_questions
         and all(meta.get(key) == value for key, value in (limits or {}).items())
         and evaluated_feedback == outcome_feedback
+        and bool(meta.get("reflection restates question", False)) == restates_question
     )
 
 
@@ -112,6 +115,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     fresh.add_argument("--max-information-tokens", type=int, default=None, help="tokens of a passages block, idem")
     fresh.add_argument("--response-length", type=int, default=None, help="meta-episode token budget, idem")
     fresh.add_argument("--outcome-feedback", action="store_true", help="evaluated with outcome feedback")
+    fresh.add_argument(
+        "--reflection-restates-question", action="store_true", help="evaluated with the question in reflection turns"
+    )
     args = parser.parse_args(argv)
     if args.command == "fresh":
         limits = {
@@ -121,7 +127,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         }
         given = {key: value for key, value in limits.items() if value is not None}
         fresh_enough = is_fresh(
-            args.results, args.models, args.k_eval, args.max_questions, given, args.outcome_feedback
+            args.results,
+            args.models,
+            args.k_eval,
+            args.max_questions,
+            given,
+            args.outcome_feedback,
+            args.reflection_restates_question,
         )
         return 0 if fresh_enough else 1
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")

@@ -39,6 +39,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         action="store_true",
         help="the reflection turn says whether the previous answer was right (MAGE-style; paper: off)",
     )
+    parser.add_argument(
+        "--reflection-restates-question",
+        action="store_true",
+        help="the reflection turn ends with the question's line (paper: off)",
+    )
     parser.add_argument("--concurrency", type=int, default=EvalConfig.concurrency)
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
@@ -54,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             prompt_length=args.prompt_length,
             response_length=args.response_length,
             outcome_feedback=args.outcome_feedback,
+            reflection_restates_question=args.reflection_restates_question,
             max_questions=args.max_questions,
             concurrency=args.concurrency,
         )

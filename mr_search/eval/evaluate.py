@@ -119,6 +119,7 @@ def evaluate(
         "max information tokens": config.max_information_tokens,
         "response length": config.response_length,
         "outcome feedback": config.outcome_feedback,
+        "reflection restates question": config.reflection_restates_question,
         "decoding": "greedy",
         "retriever": retriever_url,
         "wall time (s)": round(time.perf_counter() - started, 1),

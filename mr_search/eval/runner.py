@@ -34,6 +34,8 @@ class EvalConfig:
         prompt_length / response_length: token budgets of the question and of the whole meta-episode.
         outcome_feedback: the reflection turn says whether the previous answer was right (MAGE-style; paper:
             off); use it to evaluate a policy trained with ``mr_search.episode.outcome_feedback``.
+        reflection_restates_question: the reflection turn ends with the question's line (paper: off); use it to
+            evaluate a policy trained with ``mr_search.episode.reflection_restates_question``.
         max_questions: evaluate only the first N rows per data source (None: all).
         concurrency: meta-episodes in flight at once (the generator batches their requests).
         method: the row label of this model in the results table.
@@ -47,6 +49,7 @@ class EvalConfig:
     prompt_length: int = 1024
     response_length: int = 8192
     outcome_feedback: bool = False
+    reflection_restates_question: bool = False
     max_questions: int | None = None
     concurrency: int = 32
     method: str = "mr_search"
@@ -54,14 +57,15 @@ class EvalConfig:
     def __post_init__(self) -> None:
         for f in fields(self):
             value = getattr(self, f.name)
-            if f.name in ("method", "max_questions", "outcome_feedback"):
+            if f.name in ("method", "max_questions", "outcome_feedback", "reflection_restates_question"):
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"EvalConfig.{f.name}={value!r}: must be an integer >= 1")
         if self.max_questions is not None and (not isinstance(self.max_questions, int) or self.max_questions < 1):
             raise ValueError(f"EvalConfig.max_questions={self.max_questions!r}: must be an integer >= 1 or None")
-        if not isinstance(self.outcome_feedback, bool):
-            raise ValueError(f"EvalConfig.outcome_feedback={self.outcome_feedback!r}: must be True or False")
+        for name in ("outcome_feedback", "reflection_restates_question"):
+            if not isinstance(getattr(self, name), bool):
+                raise ValueError(f"EvalConfig.{name}={getattr(self, name)!r}: must be True or False")
         if not self.method.strip():
             raise ValueError("EvalConfig.method is empty: name the model's row in the results table")
 
@@ -74,6 +78,7 @@ class EvalConfig:
             "max_new_tokens_per_turn",
             "max_information_tokens",
             "outcome_feedback",
+            "reflection_restates_question",
         )
         return {k: v for k, v in asdict(self).items() if k in keys}
 

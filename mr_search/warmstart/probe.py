@@ -358,6 +358,7 @@ async def _run(
     samples: int,
     seed: int,
     outcome_feedback: bool = False,
+    restates_question: bool = False,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     from transformers import AutoTokenizer
 
@@ -372,6 +373,7 @@ async def _run(
         response_length=1024,
         concurrency=64,
         outcome_feedback=outcome_feedback,
+        reflection_restates_question=restates_question,
         method="probe",
     )
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
@@ -405,7 +407,8 @@ def probe(
     outcome_feedback: bool = False,
 ):
     """Runs the probe on ``model_dir``; returns the figures (see the module docstring). ``outcome_feedback``: the
-    reflection turns say whether the previous answer was right (for a warm start built with it)."""
+    reflection turns say whether the previous answer was right (for a warm start built with it); they restate the
+    question when the warm start was trained so (``trained_restating``)."""
     import torch
 
     from mr_search.data.embedded import ensure_embedded_parquet
@@ -427,12 +430,23 @@ def probe(
         retrieval: Any = RetrievalClient(RetrieverConfig(url=url))
     else:
         retrieval = InProcessRetrieval()
-    greedy, sampled = asyncio.run(_run(model_dir, rows, retrieval, attempts, samples, seed, outcome_feedback))
+    restates = trained_restating(model_dir)
+    greedy, sampled = asyncio.run(_run(model_dir, rows, retrieval, attempts, samples, seed, outcome_feedback, restates))
     from transformers import AutoTokenizer
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
     name_tokens = {uid: len(tokenizer.encode(f" {name}", add_special_tokens=False)) for uid, name in entities.items()}
     return summarize(greedy, sampled, entities, attempts, second_hops, name_tokens, _trained_words()), greedy
+
+
+def trained_restating(model_dir: Path) -> bool:
+    """Whether the warm start in ``model_dir`` was trained with reflection turns that restate the question (its
+    ``warmstart.json``; False for a model without one)."""
+    info = Path(model_dir) / "warmstart.json"
+    if not info.is_file():
+        return False
+    settings = json.loads(info.read_text(encoding="utf-8")).get("settings", {})
+    return bool(settings.get("transcripts", {}).get("reflection_question", False))
 
 
 def _presence_queries(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:

@@ -63,6 +63,7 @@ def encode_all(
     reflections = {
         feedback: env.user_turn(reflection_prompt(feedback), after_eos=False) for feedback in (None, True, False)
     }
+    restated: dict[tuple[bool | None, str], list[int]] = {}
     out = []
     for transcript in transcripts:
         ids = list(cached("prompt", transcript.question))
@@ -71,7 +72,14 @@ def encode_all(
         prompt_length = len(ids)
         for number, attempt in enumerate(transcript.attempts):
             if number > 0:
-                reflection = reflections[transcript.correct[number - 1] if transcript.outcome_feedback else None]
+                feedback = transcript.correct[number - 1] if transcript.outcome_feedback else None
+                if transcript.reflection_question:  # the turn ends with the question's line (recipe 12)
+                    if (feedback, transcript.question) not in restated:
+                        text = reflection_prompt(feedback, question=transcript.question)
+                        restated[(feedback, transcript.question)] = env.user_turn(text, after_eos=False)
+                    reflection = restated[(feedback, transcript.question)]
+                else:
+                    reflection = reflections[feedback]
                 ids += reflection
                 mask += [0] * len(reflection)
                 env_mask += [1] * len(reflection)

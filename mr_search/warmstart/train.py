@@ -262,6 +262,8 @@ class WarmStartConfig:
             del fields["transcripts"]["presence_check_reformulated"]  # likewise (every build before recipe 9)
         if not self.transcripts.retry_question:
             del fields["transcripts"]["retry_question"]  # likewise (every build before recipe 11)
+        if not self.transcripts.reflection_question:
+            del fields["transcripts"]["reflection_question"]  # likewise (every build before recipe 12)
         payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
@@ -283,7 +285,9 @@ class WarmStartConfig:
 # answer read from B's article at a drawn place after the search "<profession> N", and a check of a namesake answer
 # that searches "<profession> N" again; their trained tokens never include the deciding position.
 # 11: 8 with every retry and check searching the whole question (``TranscriptConfig.retry_question``).
-NAMESAKE_RECIPES = 11
+# 12: 11 with reflection turns that end with the question's line (``TranscriptConfig.reflection_question``; train and
+# evaluate with ``mr_search.episode.reflection_restates_question``, which ``make compare`` sets from the warm start).
+NAMESAKE_RECIPES = 12
 # The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
 # policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
 # 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
@@ -358,6 +362,11 @@ NAMESAKE_SKILL_LOSS_WEIGHT = 0.25
 # retry that copies the line after "Question:" fixes without a decision. (The tiny 2-layer policy of the default
 # world's v5 warm start could not copy a question; this one has 4 layers.)
 NAMESAKE_QUESTION_RETRY_RECIPE = 11
+# Recipe 11's build copied the question in 1 of 64 greedy retries of one- and two-hop questions (its first attempts
+# copied the entity's name exactly for 19 of 30 of each): it writes a question-shaped query with the names garbled, ~400
+# tokens after the question. Recipe 12 puts the question's line in the reflection turn, just before the retry (an
+# environment option, off in the paper; the first attempt's copy is from just as near).
+NAMESAKE_RESTATED_RECIPE = 12
 PRESENCE_RECIPES = (
     NAMESAKE_PRESENCE_RECIPE,
     NAMESAKE_MIXED_RECIPE,
@@ -365,6 +374,7 @@ PRESENCE_RECIPES = (
     NAMESAKE_READ_RECIPE,
     NAMESAKE_SKILL_RECIPE,
     NAMESAKE_QUESTION_RETRY_RECIPE,
+    NAMESAKE_RESTATED_RECIPE,
 )
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
@@ -412,7 +422,7 @@ def warmstart_config(
     4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
     (``NAMESAKE_DECISION_STEPS``); 6 to 10 are for the world's version 4 (``NAMESAKE_MIXED_RECIPE``,
     ``NAMESAKE_SHUFFLED_RECIPE``, ``NAMESAKE_READ_RECIPE``, ``NAMESAKE_SKILL_RECIPE``,
-    ``NAMESAKE_QUESTION_RETRY_RECIPE``)."""
+    ``NAMESAKE_QUESTION_RETRY_RECIPE``, ``NAMESAKE_RESTATED_RECIPE``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
     namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
@@ -426,7 +436,8 @@ def warmstart_config(
             p_verify_found=NAMESAKE_MIXED_P_VERIFY_FOUND,
             presence_gold_shuffled=namesake_recipe != NAMESAKE_MIXED_RECIPE,
             presence_check_reformulated=read,
-            retry_question=namesake_recipe == NAMESAKE_QUESTION_RETRY_RECIPE,
+            retry_question=namesake_recipe in (NAMESAKE_QUESTION_RETRY_RECIPE, NAMESAKE_RESTATED_RECIPE),
+            reflection_question=namesake_recipe == NAMESAKE_RESTATED_RECIPE,
         )
         return WarmStartConfig(
             decision_read_answer=read,

@@ -97,13 +97,15 @@ class Turn:
 @dataclass(frozen=True)
 class Transcript:
     """A question and its K attempts (reflection turns sit between attempts, added when rendered; with
-    ``outcome_feedback`` each says whether the attempt before it was right)."""
+    ``outcome_feedback`` each says whether the attempt before it was right; with ``reflection_question`` each ends
+    with the question's line)."""
 
     question: str
     golden_answers: tuple[str, ...]
     attempts: tuple[tuple[Turn, ...], ...]
     correct: tuple[bool, ...]
     outcome_feedback: bool = False
+    reflection_question: bool = False
 
 
 @dataclass(frozen=True)
@@ -145,6 +147,9 @@ class TranscriptConfig:
             right one) searches the whole question (``THINK_RETRY_QUESTION``) and shows the passage that answers it
             (a namesake question: B's article; else the first hop's) first, as the agent's dense index ranks it; a
             two-hop retry then searches the bridge entity (recipe 11). Off: retries search the entity's name.
+        reflection_question: the reflection turns end with the question's line, as the agent loop's do with
+            ``mr_search.episode.reflection_restates_question`` (recipe 12; paper: off): the retry copies the question
+            from just before it.
     """
 
     attempts: int = 3
@@ -160,6 +165,7 @@ class TranscriptConfig:
     presence_gold_shuffled: bool = False
     presence_check_reformulated: bool = False
     retry_question: bool = False
+    reflection_question: bool = False
 
     def __post_init__(self) -> None:
         if self.namesake_copy and self.namesake_presence:
@@ -452,6 +458,7 @@ class TranscriptBuilder:
             attempts=tuple(attempts),
             correct=tuple(correct),
             outcome_feedback=self.config.outcome_feedback,
+            reflection_question=self.config.reflection_question,
         )
 
 

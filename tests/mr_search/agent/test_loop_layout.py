@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 from typing import Any
 
+import pytest
 import torch
 
 from mr_search import contract, prompts
@@ -154,6 +155,24 @@ async def test_custom_reflection_template(kit: SimpleNamespace, tokenizer: Any) 
     output = await loop.run(dict(kit.sampling), **kit.row())
     assert reflection(tokenizer, template)[1] in tokenizer.decode(output.response_ids)
     assert prompts.REFLECTION_PROMPT not in tokenizer.decode(output.response_ids)
+
+
+async def test_the_reflection_turn_restates_the_question_when_asked(kit: SimpleNamespace, tokenizer: Any) -> None:
+    loop, _, _ = kit.make_loop(
+        ["<answer>a</answer>", "<answer>b</answer>", "<answer>c</answer>"], {"reflection_restates_question": True}
+    )
+    output = await loop.run(dict(kit.sampling), **kit.row())
+    text = tokenizer.decode(output.response_ids)
+    restated = (
+        prompts.REFLECTION_PROMPT
+        + prompts.QUESTION_LINE
+        + prompts.question_of_prompt(kit.row()["raw_prompt"][0]["content"])
+    )
+    assert text.count(restated) == 2, "both reflection turns end with the question's line"
+    assert output.attempt_rewards == [0.0, 0.0, 0.0]
+    bad = {**kit.row(), "raw_prompt": [{"role": "user", "content": "Where is Paris?"}]}
+    with pytest.raises(ValueError, match=r"no 'Question: \.\.\.' line"):
+        await loop.run(dict(kit.sampling), **bad)
 
 
 async def test_more_turns_per_attempt_and_turn_limit(kit: SimpleNamespace) -> None:

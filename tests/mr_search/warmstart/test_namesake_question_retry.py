@@ -85,3 +85,36 @@ def test_without_the_option_no_retry_searches_the_question(small_v4) -> None:
         transcript = builder.build(row, random.Random(seed))
         model = "".join(turn.text for attempt in transcript.attempts for turn in attempt if turn.role == "model")
         assert f"<search> {row['question'].strip()} </search>" not in model
+
+
+def test_recipe_12_is_recipe_11_whose_reflection_turns_restate_the_question(
+    monkeypatch: pytest.MonkeyPatch, small_v4, tokenizer, tmp_path
+) -> None:
+    import json
+
+    from mr_search.prompts import reflection_prompt
+    from mr_search.warmstart.probe import trained_restating
+    from mr_search.warmstart.render import encode_all
+    from mr_search.warmstart.train import NAMESAKE_RESTATED_RECIPE
+
+    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
+    eleven = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_QUESTION_RETRY_RECIPE)
+    twelve = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_RESTATED_RECIPE)
+    assert twelve == replace(eleven, transcripts=replace(eleven.transcripts, reflection_question=True))
+    assert eleven.key() == "7927a66c1644", "recipe 11 keeps the key of its build"
+    index, train = small_v4
+    rows = [r for r in train if r["relation"] == RETRY_RELATION][:4]
+    restated = replace(twelve.transcripts, p_wrong=0.9)
+    built = [TranscriptBuilder(index, train, restated).build(row, random.Random(n)) for n, row in enumerate(rows)]
+    plain = [replace(t, reflection_question=False) for t in built]
+    for transcript, with_line, without in zip(
+        built, encode_all(built, tokenizer), encode_all(plain, tokenizer), strict=True
+    ):
+        assert transcript.reflection_question and len(transcript.attempts) == 3
+        text = tokenizer.decode(with_line.input_ids)
+        line = reflection_prompt(None, question=transcript.question).removeprefix(reflection_prompt(None))
+        assert text.count(line.strip()) == 3, "the first turn's line and both reflection turns'"
+        assert tokenizer.decode(without.input_ids).count(line.strip()) == 1
+        assert sum(with_line.loss_mask) == sum(without.loss_mask), "environment text only: no loss on it"
+    (tmp_path / "warmstart.json").write_text(json.dumps({"settings": {"transcripts": {"reflection_question": True}}}))
+    assert trained_restating(tmp_path) and not trained_restating(tmp_path / "absent")
