@@ -120,6 +120,22 @@ def test_eval_config_rejects_bad_values() -> None:
     assert EvalConfig(attempts=6).episode()["attempts"] == 6
     with pytest.raises(ValueError, match="outcome_feedback"):
         EvalConfig(outcome_feedback="yes")  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="reflection_restates_question"):
+        EvalConfig(reflection_restates_question=1)  # type: ignore[arg-type]
+
+
+def test_reflection_turns_restate_the_question_when_asked(tokenizer: Any) -> None:
+    scripts = {"Where was Aldo Venn born?": ["<answer> Brimholt </answer>"] * 3}
+    for restates in (True, False):
+        config = EvalConfig(
+            attempts=3, max_new_tokens_per_turn=32, response_length=1024, reflection_restates_question=restates
+        )
+        assert config.episode()["reflection_restates_question"] is restates
+        make_loop = agent_loop_factory(tokenizer, ScriptedServer(tokenizer, scripts), Retriever(), config)
+        (record,) = asyncio.run(run_episodes(_rows()[:1], make_loop, tokenizer, config, progress=False))
+        said = [a["turns"][0]["content"] for a in record["attempts"][1:]]
+        assert len(said) == 2
+        assert all(("Question: Where was Aldo Venn born?" in s) is restates for s in said)
 
 
 def test_outcome_feedback_tells_each_reflection_whether_the_answer_was_right(tokenizer: Any) -> None:
