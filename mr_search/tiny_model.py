@@ -77,6 +77,8 @@ class TinyModelConfig:
 POLICY_SHAPES: dict[str, TinyModelConfig] = {
     "tiny": TinyModelConfig(),
     "small": TinyModelConfig(num_hidden_layers=4, intermediate_size=512),
+    # Twice small's width (about 4x its compute a token): does a wider policy copy made-up names better (#19)?
+    "wide": TinyModelConfig(hidden_size=256, num_hidden_layers=4, intermediate_size=1024, num_attention_heads=8),
 }
 
 

@@ -100,7 +100,7 @@ whole MAX_QUESTIONS "$MAX_QUESTIONS"
 [[ "$REFLECTION_QUESTION" =~ ^[01]?$ ]] \
   || die "REFLECTION_QUESTION=$REFLECTION_QUESTION is not valid; use 0 (paper), 1, or leave it empty (the warm start's)"
 [[ "$ROLLOUT_ENGINE" =~ ^(|cpu|hf)$ ]] || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use cpu or hf (or leave it empty)"
-[[ "$POLICY" =~ ^(tiny|small)$ ]] || die "POLICY=$POLICY is not valid; use tiny or small"
+[[ "$POLICY" =~ ^(tiny|small|wide)$ ]] || die "POLICY=$POLICY is not valid; use tiny, small or wide"
 [[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
 ((ATTEMPTS > 1)) || die "ATTEMPTS=$ATTEMPTS is not valid; MR-Search needs >= 2 attempts (the baseline is K = 1)"
 BASELINE_STEPS="${BASELINE_STEPS:-$((4 * STEPS))}"

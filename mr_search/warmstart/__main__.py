@@ -1,4 +1,4 @@
-"""``python -m mr_search.warmstart [--base DIR | --policy tiny|small] [--outcome-feedback] [--namesake-recipe N]``:
+"""``python -m mr_search.warmstart [--base DIR | --policy tiny|small|wide] [--outcome-feedback] [--namesake-recipe N]``:
 builds (or finds) the warm-started policy and prints its dir."""
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ def main() -> None:
     parser.add_argument(
         "--policy",
         default="tiny",
-        help="shape of the tiny policy to start from when --base is not given: tiny (default) or small "
+        help="shape of the tiny policy to start from when --base is not given: tiny (default), small or wide "
         "(mr_search.tiny_model.POLICY_SHAPES)",
     )
     parser.add_argument(
@@ -56,6 +56,12 @@ def main() -> None:
         help="transcripts whose reflection turns say whether the previous answer was right (MAGE-style; paper: off),"
         " for training with mr_search.episode.outcome_feedback=true",
     )
+    parser.add_argument(
+        "--device",
+        default="cpu",
+        choices=("cpu", "cuda", "auto"),
+        help="where to train (default cpu; auto: a GPU when torch sees one; a GPU build has a cache key of its own)",
+    )
     add_namesake_recipe(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -65,7 +71,13 @@ def main() -> None:
     except ValueError as error:
         parser.error(str(error))
     base = args.base if args.base is not None else ensure_tiny_model(config=shape)
-    print(ensure_warmstart(base_model=base, out_dir=args.out, config=config, threads=args.threads))
+    try:
+        built = ensure_warmstart(
+            base_model=base, out_dir=args.out, config=config, threads=args.threads, device=args.device
+        )
+    except ValueError as error:
+        parser.error(str(error))
+    print(built)
 
 
 if __name__ == "__main__":

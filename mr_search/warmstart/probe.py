@@ -491,7 +491,7 @@ def main() -> None:
     parser.add_argument("--url", default=None, help="a running service's /retrieve URL (default: in-process)")
     parser.add_argument("--dump", type=Path, default=None, help="write the greedy trajectories here (JSONL)")
     parser.add_argument(
-        "--policy", default="tiny", help="without --model: the warm start of this tiny policy shape (tiny, small)"
+        "--policy", default="tiny", help="without --model: the warm start of this tiny policy shape (tiny, small, wide)"
     )
     parser.add_argument(
         "--outcome-feedback",

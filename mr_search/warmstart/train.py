@@ -649,7 +649,7 @@ def train_step(
     loss tensor."""
     import torch
 
-    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=config.bf16):
+    with torch.autocast(batch.ids.device.type, dtype=torch.bfloat16, enabled=config.bf16):
         loss = causal_lm_loss(model, batch.ids, batch.labels, batch.env_labels, config.env_loss_weight)
         if mixed is not None:
             loss = loss + causal_lm_loss(model, mixed.ids, mixed.labels, mixed.env_labels, config.env_loss_weight)
@@ -688,6 +688,7 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
         return 1.0 - 0.9 * (step - decay_from) / max(1, total - decay_from)
 
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, schedule)
+    device = next(model.parameters()).device
     model.train()
     losses: list[float] = []
     batches: list[list[int]] = []
@@ -716,6 +717,8 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
                 drawn_rows = [skills[(skills_drawn + i) % len(skills)] for i in range(config.skill_batch_size)]
                 skills_drawn += config.skill_batch_size
                 skill = pad_batch(drawn_rows, pad_id, config.max_length)
+        if device.type != "cpu":
+            batch, mixed, skill = (None if b is None else on_device(b, device) for b in (batch, mixed, skill))
         if tuner is not None:
             tuner.start(step)
         if skill is None:
@@ -733,6 +736,24 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
     return losses
 
 
+def on_device(batch: Batch, device) -> Batch:
+    """``batch`` with its tensors on ``device`` (the model's)."""
+    return Batch(*(t.to(device, non_blocking=True) for t in batch))
+
+
+def resolve_device(device: str) -> str:
+    """``auto``: ``cuda`` when torch sees a GPU, else ``cpu``; ``cpu`` and ``cuda`` as given."""
+    import torch
+
+    if device not in ("auto", "cpu", "cuda"):
+        raise ValueError(f"warm start: device {device!r} is not one of auto, cpu, cuda")
+    if device == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    if device == "cuda" and not torch.cuda.is_available():
+        raise ValueError("warm start: device cuda asked for, but torch sees no GPU; use --device cpu (or auto)")
+    return device
+
+
 def _read_jsonl(path: Path) -> list[dict]:
     with open(path, encoding="utf-8") as handle:
         return [json.loads(line) for line in handle if line.strip()]
@@ -748,6 +769,7 @@ def ensure_warmstart(
     config: WarmStartConfig = WarmStartConfig(),
     world=None,
     threads: int | None = 0,
+    device: str = "cpu",
 ) -> Path:
     """Returns the warm-started policy's HF model dir, training it once (cached, keyed by everything it uses).
 
@@ -756,7 +778,10 @@ def ensure_warmstart(
         out_dir: where to save (default: ``$MR_SEARCH_CACHE/warmstart/<key>``).
         config: the supervised pass.
         world: a ``WorldPaths`` (default: the embedded world, ``ensure_world()``).
-        threads: torch threads while training (see ``supervised_pass``; not part of the cache key).
+        threads: torch threads while training (see ``supervised_pass``; not part of the cache key; a GPU build
+            leaves torch's setting).
+        device: ``cpu``, ``cuda`` or ``auto`` (``resolve_device``); a GPU build is keyed apart from a CPU one (other
+            arithmetic), and the CPU keys are as before.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -772,9 +797,11 @@ def ensure_warmstart(
         raise FileNotFoundError(
             f"warm start: {base} holds no HF model (config.json); build it with ensure_tiny_model()"
         )
-    if config.bf16 and not cpu_has_native_bf16():
+    device = resolve_device(device)
+    if device == "cpu" and config.bf16 and not cpu_has_native_bf16():
         config = replace(config, bf16=False)  # emulated bf16 is slower than float32; the key says which ran
     key_payload = {
+        **({"device": device} if device != "cpu" else {}),
         "config": config.key(),
         "base": _fingerprint(base / "config.json") + _fingerprint(base / "tokenizer.json"),
         "world": _fingerprint(world.corpus) + _fingerprint(world.train),
@@ -791,7 +818,7 @@ def ensure_warmstart(
             return out
         started = time.monotonic()
         tokenizer = AutoTokenizer.from_pretrained(base)
-        model = AutoModelForCausalLM.from_pretrained(base, dtype="float32")
+        model = AutoModelForCausalLM.from_pretrained(base, dtype="float32").to(device)
         index = LexicalIndex(_read_jsonl(world.corpus))
         questions = _read_jsonl(world.train)
         transcripts = transcript_mix(questions, index, config)
@@ -838,10 +865,11 @@ def ensure_warmstart(
             config,
             tokenizer.pad_token_id,
             on_step=report,
-            threads=threads,
+            threads=threads if device == "cpu" else None,
             decision=decision,
             skills=skills,
         )
+        model.to("cpu")
         tmp = out.with_name(f".{out.name}.tmp")
         shutil.rmtree(tmp, ignore_errors=True)
         model.save_pretrained(tmp)

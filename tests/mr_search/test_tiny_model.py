@@ -51,9 +51,12 @@ def test_named_policy_shapes() -> None:
     small = policy_shape("small")
     assert small.num_hidden_layers == 2 * TinyModelConfig().num_hidden_layers
     assert small.intermediate_size == 2 * TinyModelConfig().intermediate_size
-    with pytest.raises(ValueError, match="unknown tiny policy shape 'huge'; use one of tiny, small"):
+    wide = policy_shape("wide")
+    assert (wide.hidden_size, wide.intermediate_size) == (2 * small.hidden_size, 2 * small.intermediate_size)
+    assert wide.num_hidden_layers == small.num_hidden_layers and wide.hidden_size // wide.num_attention_heads == 32
+    with pytest.raises(ValueError, match="unknown tiny policy shape 'huge'; use one of tiny, small, wide"):
         policy_shape("huge")
-    assert set(POLICY_SHAPES) == {"tiny", "small"}
+    assert set(POLICY_SHAPES) == {"tiny", "small", "wide"}
 
 
 def test_an_opt_in_world_gets_its_own_cache_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:

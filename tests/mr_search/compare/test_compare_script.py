@@ -92,7 +92,7 @@ def test_the_namesake_version_is_chosen_and_said(tmp_path: Path) -> None:
         ({"OUTCOME_FEEDBACK": "yes"}, "OUTCOME_FEEDBACK=yes is not valid; use 0 (paper) or 1"),
         ({"REFLECTION_QUESTION": "on"}, "REFLECTION_QUESTION=on is not valid; use 0 (paper), 1, or leave it empty"),
         ({"WORLD": "twins"}, "WORLD=twins is not valid; use default or namesake"),
-        ({"POLICY": "huge"}, "POLICY=huge is not valid; use tiny or small"),
+        ({"POLICY": "huge"}, "POLICY=huge is not valid; use tiny, small or wide"),
         ({"WORLD": "namesake", "NAMESAKE_VERSION": "1"}, "NAMESAKE_VERSION=1 is not valid; use 2, 3 or 4"),
         ({"NAMESAKE_VERSION": "3"}, "NAMESAKE_VERSION=3 needs WORLD=namesake"),
         ({"NAMESAKE_RECIPE": "7"}, "NAMESAKE_RECIPE=7 needs WORLD=namesake"),

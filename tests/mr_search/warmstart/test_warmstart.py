@@ -496,3 +496,21 @@ def test_a_skill_step_adds_the_skill_windows_own_mean_loss_weighted(index, mini_
     assert parts[2] > 0.1
     with pytest.raises(ValueError, match=r"skill_loss_weight=0\.0: use a weight > 0"):
         WarmStartConfig(skill_loss_weight=0.0)
+
+
+def test_the_device_is_resolved_and_a_missing_gpu_is_named() -> None:
+    import torch
+
+    from mr_search.warmstart.batches import Batch
+    from mr_search.warmstart.train import on_device, resolve_device
+
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ValueError, match="device 'gpu' is not one of auto, cpu, cuda"):
+        resolve_device("gpu")
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="torch sees no GPU; use --device cpu"):
+            resolve_device("cuda")
+    batch = Batch(*(torch.zeros(2, 3, dtype=torch.long) for _ in range(4)))
+    moved = on_device(batch, torch.device("cpu"))
+    assert isinstance(moved, Batch) and all(t.device.type == "cpu" for t in moved)
