@@ -75,6 +75,8 @@ NOTE="${NOTE:-}"                        # one line for the report's history tabl
 WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
 OUTCOME_FEEDBACK="${OUTCOME_FEEDBACK:-0}"  # 1: the reflection turns say whether the previous answer was right
                                        # (MAGE-style; paper: 0) in the warm start, both trainings and evaluation
+WARM_START="${WARM_START:-}"             # an HF model dir to start both from (e.g. a warm start built on a GPU:
+                                       # python -m mr_search.warmstart --device cuda); empty: built here, cached
 REFLECTION_QUESTION="${REFLECTION_QUESTION:-}"  # 1: the reflection turns end with the question's line (paper: 0), in
                                        # both trainings and evaluation; empty: as the warm start was trained
 ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"    # cpu | hf (the same transformers rollout; trainer and rollout on one GPU);
@@ -97,6 +99,8 @@ whole MAX_QUESTIONS "$MAX_QUESTIONS"
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OUTCOME_FEEDBACK" =~ ^[01]$ ]] || die "OUTCOME_FEEDBACK=$OUTCOME_FEEDBACK is not valid; use 0 (paper) or 1"
+[[ -z "$WARM_START" || -f "$WARM_START/config.json" ]] \
+  || die "WARM_START=$WARM_START holds no HF model (config.json); give a warm start's folder or leave it empty"
 [[ "$REFLECTION_QUESTION" =~ ^[01]?$ ]] \
   || die "REFLECTION_QUESTION=$REFLECTION_QUESTION is not valid; use 0 (paper), 1, or leave it empty (the warm start's)"
 [[ "$ROLLOUT_ENGINE" =~ ^(|cpu|hf)$ ]] || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use cpu or hf (or leave it empty)"
@@ -141,13 +145,18 @@ mapfile -t files < <("$PYTHON" -c \
   'from mr_search.data.embedded import ensure_embedded_parquet; print(*ensure_embedded_parquet(), sep="\n")')
 TRAIN_FILE="${files[0]}"
 TEST_FILE="${files[1]}"
-echo "compare_embedded.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
-WARM="$("$PYTHON" -m mr_search.warmstart --policy "$POLICY" "${feedback_flag[@]}" "${recipe_flag[@]}" | tail -n 1)"
+if [[ -n "$WARM_START" ]]; then
+  WARM="$(realpath "$WARM_START")"
+  echo "compare_embedded.sh: starting from the given warm start $WARM"
+else
+  echo "compare_embedded.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
+  WARM="$("$PYTHON" -m mr_search.warmstart --policy "$POLICY" "${feedback_flag[@]}" "${recipe_flag[@]}" | tail -n 1)"
+fi
 # The reflection turns the warm start was trained with (namesake recipe 12 restates the question): training and
 # evaluation use the same, and a REFLECTION_QUESTION that contradicts it stops here.
-trained_restating="$("$PYTHON" -c 'import json, sys
-settings = json.load(open(sys.argv[1] + "/warmstart.json"))["settings"]
-print(int(bool(settings["transcripts"].get("reflection_question", False))))' "$WARM")"
+trained_restating="$("$PYTHON" -c 'import sys
+from mr_search.warmstart.probe import trained_restating
+print(int(trained_restating(sys.argv[1])))' "$WARM")"
 if [[ -n "$REFLECTION_QUESTION" && "$REFLECTION_QUESTION" != "$trained_restating" ]]; then
   die "REFLECTION_QUESTION=$REFLECTION_QUESTION, but the warm start $WARM was trained with reflection turns that" \
     "$([[ $trained_restating == 1 ]] && echo restate || echo do not restate) the question; leave REFLECTION_QUESTION empty"
@@ -184,6 +193,7 @@ knobs=""  # the world and policy knobs, when not the defaults, lead the command 
 [[ "$WORLD" == default ]] || knobs+="WORLD=$WORLD "
 [[ "${NAMESAKE_VERSION:-2}" == 2 ]] || knobs+="NAMESAKE_VERSION=$NAMESAKE_VERSION "
 [[ -z "$NAMESAKE_RECIPE" ]] || knobs+="NAMESAKE_RECIPE=$NAMESAKE_RECIPE "
+[[ -z "$WARM_START" ]] || knobs+="WARM_START=$WARM "
 [[ "$POLICY" == tiny ]] || knobs+="POLICY=$POLICY "
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
 import json, sys

@@ -90,6 +90,7 @@ def test_the_namesake_version_is_chosen_and_said(tmp_path: Path) -> None:
         ({"ROLLOUT_ENGINE": "sglang"}, "ROLLOUT_ENGINE=sglang is not valid; use cpu or hf"),
         ({"LR": "fast"}, "LR=fast is not valid; use a number like 1e-4"),
         ({"OUTCOME_FEEDBACK": "yes"}, "OUTCOME_FEEDBACK=yes is not valid; use 0 (paper) or 1"),
+        ({"WARM_START": "/nowhere"}, "WARM_START=/nowhere holds no HF model (config.json)"),
         ({"REFLECTION_QUESTION": "on"}, "REFLECTION_QUESTION=on is not valid; use 0 (paper), 1, or leave it empty"),
         ({"WORLD": "twins"}, "WORLD=twins is not valid; use default or namesake"),
         ({"POLICY": "huge"}, "POLICY=huge is not valid; use tiny, small or wide"),
