@@ -287,7 +287,8 @@ class WarmStartConfig:
 # 11: 8 with every retry and check searching the whole question (``TranscriptConfig.retry_question``).
 # 12: 11 with reflection turns that end with the question's line (``TranscriptConfig.reflection_question``; train and
 # evaluate with ``mr_search.episode.reflection_restates_question``, which ``make compare`` sets from the warm start).
-NAMESAKE_RECIPES = 12
+# 13: 12 trained three times as long (``NAMESAKE_LONG_SCALE``: windows, whole-transcript steps and transcripts).
+NAMESAKE_RECIPES = 13
 # The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
 # policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
 # 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
@@ -367,6 +368,12 @@ NAMESAKE_QUESTION_RETRY_RECIPE = 11
 # tokens after the question. Recipe 12 puts the question's line in the reflection turn, just before the retry (an
 # environment option, off in the paper; the first attempt's copy is from just as near).
 NAMESAKE_RESTATED_RECIPE = 12
+# Recipe 12's build (8.5 min on the 2-core box) copied the question in 10 of 49 greedy one- and two-hop retries and 0 of
+# 61 namesake and control ones. Recipe 13 trains it three times as long (3,000 steps; built on one H100 in 297 s with
+# ``--device cuda``, ~25 min on the 2-core box): the namesake retries copy the question (29 of 30 greedy) and fix 25
+# of 30 wrong namesake answers by attempt 2 (reports/compare_namesake/investigation.md).
+NAMESAKE_LONG_RECIPE = 13
+NAMESAKE_LONG_SCALE = 3
 PRESENCE_RECIPES = (
     NAMESAKE_PRESENCE_RECIPE,
     NAMESAKE_MIXED_RECIPE,
@@ -375,6 +382,7 @@ PRESENCE_RECIPES = (
     NAMESAKE_SKILL_RECIPE,
     NAMESAKE_QUESTION_RETRY_RECIPE,
     NAMESAKE_RESTATED_RECIPE,
+    NAMESAKE_LONG_RECIPE,
 )
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
@@ -422,7 +430,7 @@ def warmstart_config(
     4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
     (``NAMESAKE_DECISION_STEPS``); 6 to 10 are for the world's version 4 (``NAMESAKE_MIXED_RECIPE``,
     ``NAMESAKE_SHUFFLED_RECIPE``, ``NAMESAKE_READ_RECIPE``, ``NAMESAKE_SKILL_RECIPE``,
-    ``NAMESAKE_QUESTION_RETRY_RECIPE``, ``NAMESAKE_RESTATED_RECIPE``)."""
+    ``NAMESAKE_QUESTION_RETRY_RECIPE``, ``NAMESAKE_RESTATED_RECIPE``, ``NAMESAKE_LONG_RECIPE``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
     namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
@@ -436,10 +444,10 @@ def warmstart_config(
             p_verify_found=NAMESAKE_MIXED_P_VERIFY_FOUND,
             presence_gold_shuffled=namesake_recipe != NAMESAKE_MIXED_RECIPE,
             presence_check_reformulated=read,
-            retry_question=namesake_recipe in (NAMESAKE_QUESTION_RETRY_RECIPE, NAMESAKE_RESTATED_RECIPE),
-            reflection_question=namesake_recipe == NAMESAKE_RESTATED_RECIPE,
+            retry_question=namesake_recipe >= NAMESAKE_QUESTION_RETRY_RECIPE,
+            reflection_question=namesake_recipe >= NAMESAKE_RESTATED_RECIPE,
         )
-        return WarmStartConfig(
+        config = WarmStartConfig(
             decision_read_answer=read,
             decision_check_share=NAMESAKE_CHECK_SHARE if read else 0.0,
             decision_batch_size=NAMESAKE_READ_BATCH_SIZE if read else WarmStartConfig.decision_batch_size,
@@ -453,6 +461,15 @@ def warmstart_config(
             skill_batch_size=NAMESAKE_SKILL_BATCH_SIZE if namesake_recipe == NAMESAKE_SKILL_RECIPE else 0,
             skill_loss_weight=NAMESAKE_SKILL_LOSS_WEIGHT if namesake_recipe == NAMESAKE_SKILL_RECIPE else 1.0,
         )
+        if namesake_recipe == NAMESAKE_LONG_RECIPE:
+            scale = NAMESAKE_LONG_SCALE
+            config = replace(
+                config,
+                window_steps=config.window_steps * scale,
+                steps=config.steps * scale,
+                num_transcripts=config.num_transcripts * scale,
+            )
+        return config
     if namesake_recipe == NAMESAKE_PRESENCE_RECIPE:
         transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_presence=True)
         return WarmStartConfig(

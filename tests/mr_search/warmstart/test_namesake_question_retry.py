@@ -118,3 +118,17 @@ def test_recipe_12_is_recipe_11_whose_reflection_turns_restate_the_question(
         assert sum(with_line.loss_mask) == sum(without.loss_mask), "environment text only: no loss on it"
     (tmp_path / "warmstart.json").write_text(json.dumps({"settings": {"transcripts": {"reflection_question": True}}}))
     assert trained_restating(tmp_path) and not trained_restating(tmp_path / "absent")
+
+
+def test_recipe_13_is_recipe_12_trained_three_times_as_long(monkeypatch: pytest.MonkeyPatch) -> None:
+    from mr_search.warmstart.train import NAMESAKE_LONG_RECIPE, NAMESAKE_LONG_SCALE, NAMESAKE_RESTATED_RECIPE
+
+    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
+    twelve = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_RESTATED_RECIPE)
+    thirteen = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_LONG_RECIPE)
+    assert NAMESAKE_LONG_SCALE == 3
+    assert thirteen == replace(
+        twelve, window_steps=3 * twelve.window_steps, steps=3 * twelve.steps, num_transcripts=3 * twelve.num_transcripts
+    )
+    assert thirteen.total_steps == 3 * twelve.total_steps and thirteen.decision_count == 3 * twelve.decision_count
+    assert (twelve.key(), thirteen.key()) == ("8b3ce7386990", "685bf941da55"), "the keys of the builds probed"
