@@ -18,6 +18,9 @@
 # evaluated is the step whose cumulative sampled tokens are closest to the budget.
 # Every knob is an environment variable.
 set -euo pipefail
+# The whole script is one brace group, read before it runs: editing this file while a comparison runs (an hour on a
+# small machine) cannot change or break the running one (bash reads a plain script as it goes).
+{
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python}"
@@ -296,3 +299,5 @@ report=(--work "$WORK_DIR" --out "$REPORT_DIR" --mr-rows "$ROWS" --baseline-rows
 [[ -z "$NOTE" ]] || report+=(--note "$NOTE")
 "$PYTHON" -m mr_search.compare report "${report[@]}"
 echo "compare_embedded.sh: done in ${SECONDS}s. Report: $REPORT_DIR/report.md"
+exit
+}

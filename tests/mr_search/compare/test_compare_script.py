@@ -104,3 +104,14 @@ def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str
     result = run(tmp_path, **env)
     assert result.returncode != 0
     assert message in result.stderr
+
+
+def test_the_script_is_read_whole_before_it_runs() -> None:
+    # bash reads a plain script as it goes: an edit during an hour-long comparison shifted the bytes under the running
+    # one and stopped it with a syntax error. Inside one brace group ending in exit, bash parses everything first.
+    lines = SCRIPT.read_text(encoding="utf-8").splitlines()
+    start = lines.index("set -euo pipefail")
+    assert lines[start + 1 :].count("{") == 1 and lines[-2:] == ["exit", "}"]
+    body = [line for line in lines[start + 1 :] if line and not line.startswith("#")]
+    assert body[0] == "{", "nothing but comments between set -euo pipefail and the group"
+    assert subprocess.run(["bash", "-n", str(SCRIPT)], check=False).returncode == 0
