@@ -60,10 +60,8 @@ def encode_all(
                 memo[key] = env.observation(text, max_information_tokens)
         return memo[key]
 
-    reflections = {
-        feedback: env.user_turn(reflection_prompt(feedback), after_eos=False) for feedback in (None, True, False)
-    }
-    restated: dict[tuple[bool | None, str], list[int]] = {}
+    # Reflection turns by (feedback, restated question or None), encoded once each.
+    reflections: dict[tuple[bool | None, str | None], list[int]] = {}
     out = []
     for transcript in transcripts:
         ids = list(cached("prompt", transcript.question))
@@ -73,13 +71,11 @@ def encode_all(
         for number, attempt in enumerate(transcript.attempts):
             if number > 0:
                 feedback = transcript.correct[number - 1] if transcript.outcome_feedback else None
-                if transcript.reflection_question:  # the turn ends with the question's line (recipe 12)
-                    if (feedback, transcript.question) not in restated:
-                        text = reflection_prompt(feedback, question=transcript.question)
-                        restated[(feedback, transcript.question)] = env.user_turn(text, after_eos=False)
-                    reflection = restated[(feedback, transcript.question)]
-                else:
-                    reflection = reflections[feedback]
+                question = transcript.question if transcript.reflection_question else None  # recipe 12 on
+                if (feedback, question) not in reflections:
+                    text = reflection_prompt(feedback, question=question)
+                    reflections[(feedback, question)] = env.user_turn(text, after_eos=False)
+                reflection = reflections[(feedback, question)]
                 ids += reflection
                 mask += [0] * len(reflection)
                 env_mask += [1] * len(reflection)

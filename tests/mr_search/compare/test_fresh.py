@@ -57,10 +57,25 @@ def test_the_report_refuses_evaluations_with_different_attempts(work_folder: Pat
         build_comparison(work_folder, ROWS)
 
 
-def test_reflection_turns_that_restate_the_question_must_match_too(work_folder: Path) -> None:
+def _warm_start_evaluated(work_folder: Path) -> tuple[Path, list[str]]:
+    """The warm start's results.json, with settings from before the reflection options, and the fresh check's args."""
     results = work_folder / "warm_eval" / "results.json"
     _set_meta(results, models="warm_start=/w", K_eval=3, **{"max questions per source": 40})
-    args = ["fresh", "--results", str(results), "--models", "warm_start=/w", "--k-eval", "3", "--max-questions", "40"]
+    return results, [
+        "fresh",
+        "--results",
+        str(results),
+        "--models",
+        "warm_start=/w",
+        "--k-eval",
+        "3",
+        "--max-questions",
+        "40",
+    ]
+
+
+def test_reflection_turns_that_restate_the_question_must_match_too(work_folder: Path) -> None:
+    results, args = _warm_start_evaluated(work_folder)
     assert main(args) == 0, "an evaluation from before the option had plain reflection turns"
     assert main([*args, "--reflection-restates-question"]) == 1
     _set_meta(results, **{"reflection restates question": True})
@@ -68,9 +83,7 @@ def test_reflection_turns_that_restate_the_question_must_match_too(work_folder: 
 
 
 def test_outcome_feedback_must_match_too(work_folder: Path) -> None:
-    results = work_folder / "warm_eval" / "results.json"
-    _set_meta(results, models="warm_start=/w", K_eval=3, **{"max questions per source": 40})
-    args = ["fresh", "--results", str(results), "--models", "warm_start=/w", "--k-eval", "3", "--max-questions", "40"]
+    results, args = _warm_start_evaluated(work_folder)
     assert main(args) == 0, "an evaluation from before the option had no feedback"
     assert main([*args, "--outcome-feedback"]) == 1
     _set_meta(results, **{"outcome feedback": True})
