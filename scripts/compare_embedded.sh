@@ -295,7 +295,7 @@ for seed in "${seeds[@]}"; do
   echo "compare_embedded.sh: seed $seed done ($(date -u +%H:%M:%S) UTC)"
 done
 
-report=(--work "$WORK_DIR" --out "$REPORT_DIR" --mr-rows "$ROWS" --baseline-rows "$ROWS")
+report=(--work "$WORK_DIR" --out "$REPORT_DIR" --mr-rows "$ROWS" --baseline-rows "$ROWS" --gain-attempt "$ATTEMPTS")
 [[ -z "$NOTE" ]] || report+=(--note "$NOTE")
 "$PYTHON" -m mr_search.compare report "${report[@]}"
 echo "compare_embedded.sh: done in ${SECONDS}s. Report: $REPORT_DIR/report.md"

@@ -35,9 +35,11 @@ def _rows(value: str) -> int:
     return rows
 
 
-def write_report(work: Path, out: Path, mr_rows: int, baseline_rows: int, note: str = "") -> Path:
+def write_report(
+    work: Path, out: Path, mr_rows: int, baseline_rows: int, note: str = "", gain_attempt: int = 3
+) -> Path:
     """Builds the comparison of ``work`` into ``out``; returns report.md."""
-    comparison = build_comparison(work, {MR: mr_rows, BASELINE: baseline_rows})
+    comparison = build_comparison(work, {MR: mr_rows, BASELINE: baseline_rows}, gain_attempt)
     if note:
         comparison["meta"]["note"] = note
     out.mkdir(parents=True, exist_ok=True)
@@ -106,6 +108,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.add_argument("--mr-rows", type=_rows, required=True)
     report.add_argument("--baseline-rows", type=_rows, required=True)
     report.add_argument("--note", default="", help="one line for the history table")
+    report.add_argument(
+        "--gain-attempt",
+        type=int,
+        default=3,
+        help="attempt k of the reflection-gain test EM@k - EM@1 (MR-Search's training K; default 3, the paper's)",
+    )
     fresh = sub.add_parser("fresh", help="exit 0 if an evaluation of these models with these settings exists")
     fresh.add_argument("--results", type=Path, required=True, help="results.json of python -m mr_search.eval")
     fresh.add_argument("--models", nargs="+", required=True, help="LABEL=PATH of each model, as evaluated")
@@ -152,7 +160,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             close_enough = match.ratio >= 1.0 - args.tolerance
             print(match.baseline_steps_run if close_enough else match.baseline_steps_needed, match.baseline_step)
         else:
-            print(write_report(args.work, args.out, args.mr_rows, args.baseline_rows, args.note))
+            print(write_report(args.work, args.out, args.mr_rows, args.baseline_rows, args.note, args.gain_attempt))
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

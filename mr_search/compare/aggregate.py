@@ -44,6 +44,11 @@ class Spread:
     def as_dict(self) -> dict[str, float | int]:
         return {"mean": self.mean, "std": self.std, "min": self.low, "max": self.high, "n": self.n}
 
+    @classmethod
+    def from_dict(cls, entry: Mapping[str, Any]) -> Spread:
+        """The inverse of ``as_dict`` (a comparison.json entry)."""
+        return cls(entry["mean"], entry["std"], entry["min"], entry["max"], entry["n"])
+
 
 def load_results(path: Path) -> Mapping[str, Any]:
     path = Path(path)

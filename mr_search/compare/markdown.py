@@ -11,12 +11,9 @@ from mr_search.compare.aggregate import AVERAGE, Spread
 from mr_search.compare.layout import BASELINE, MR, WARM
 from mr_search.compare.plots import EM_VS_ATTEMPT, EM_VS_STEP, LABELS
 from mr_search.compare.retries import retry_table
+from mr_search.compare.verdict import GainVerdict
 
 HISTORY: Final = "history.jsonl"
-
-
-def _spread(entry: Mapping[str, Any]) -> Spread:
-    return Spread(entry["mean"], entry["std"], entry["min"], entry["max"], entry["n"])
 
 
 def em_table(comparison: Mapping[str, Any], source: str = AVERAGE, key: str = "em") -> str:
@@ -25,7 +22,7 @@ def em_table(comparison: Mapping[str, Any], source: str = AVERAGE, key: str = "e
     k = max(len(comparison["heldout"][m][source][key]) for m in present)
     lines = ["| model | " + " | ".join(f"@{i}" for i in range(1, k + 1)) + " |", "|---|" + "---|" * k]
     for method in present:
-        cells = [_spread(e).text() for e in comparison["heldout"][method][source][key]]
+        cells = [Spread.from_dict(e).text() for e in comparison["heldout"][method][source][key]]
         lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
@@ -83,6 +80,9 @@ def history_entry(comparison: Mapping[str, Any], when: str) -> dict[str, Any]:
         if method in comparison["heldout"]:
             em = comparison["heldout"][method][AVERAGE]["em"]
             entry[method] = {f"em@{i}": round(e["mean"], 2) for i, e in enumerate(em, 1)}
+    verdict = comparison.get("verdict")
+    if verdict:
+        entry["gain_test"] = {k: verdict[k] for k in ("attempt", "margin", "spread", "met")}
     return entry
 
 
@@ -117,19 +117,26 @@ def read_history(out_dir: Path) -> list[dict[str, Any]]:
 
 def history_table(entries: Sequence[Mapping[str, Any]]) -> str:
     lines = [
-        "| when | seeds | steps (MR-Search) | warm @1/@3/@6 | MR-Search @1/@3/@6 | baseline @1/@3/@6 | note |",
-        "|---|---|---|---|---|---|---|",
+        "| when | seeds | steps (MR-Search) | warm @1/@3/@6 | MR-Search @1/@3/@6 | baseline @1/@3/@6 "
+        "| gain test: margin / 2 x spread | note |",
+        "|---|---|---|---|---|---|---|---|",
     ]
 
     def cell(entry: Mapping[str, Any], method: str) -> str:
         em = entry.get(method) or {}
         return " / ".join(f"{em[f'em@{k}']:.1f}" if f"em@{k}" in em else "-" for k in (1, 3, 6))
 
+    def test(entry: Mapping[str, Any]) -> str:
+        t = entry.get("gain_test")
+        if not t:
+            return "-"
+        return f"@{t['attempt']}: {t['margin']:+.1f} / {2 * t['spread']:.1f} ({'met' if t['met'] else 'not met'})"
+
     for e in entries:
         seeds = ",".join(str(s) for s in e.get("seeds", []))
         lines.append(
             f"| {e['when']} | {seeds} | {e.get('steps', '-')} | {cell(e, WARM)} | {cell(e, MR)} "
-            f"| {cell(e, BASELINE)} | {e.get('note', '')} |"
+            f"| {cell(e, BASELINE)} | {test(e)} | {e.get('note', '')} |"
         )
     return "\n".join(lines)
 
@@ -162,6 +169,12 @@ def render_report(
         em_table(comparison, key="gain"),
         "",
     ]
+    if comparison.get("verdict"):
+        parts += [
+            "**The reflection-gain test** (MR-Search's gain positive and above the baseline's by at least twice the "
+            "seed spread, the larger of the two sample stds): " + GainVerdict.from_dict(comparison["verdict"]).text(),
+            "",
+        ]
     for source in comparison["sources"]:
         if source != AVERAGE:
             parts += [f"### {source}", "", em_table(comparison, source), ""]

@@ -12,6 +12,7 @@ from mr_search.compare.budget import read_match
 from mr_search.compare.layout import BASELINE, MR, WARM, seed_dirs, warm_results
 from mr_search.compare.retries import count_retries
 from mr_search.compare.training_log import StepRecord, cumulative_tokens, read_steps
+from mr_search.compare.verdict import gain_verdict
 
 
 def _curve_stats(curves: Sequence[Sequence[float]]) -> dict[str, Any]:
@@ -55,11 +56,12 @@ def _check_same_settings(evaluations: Mapping[str, Mapping[str, Any]]) -> None:
         )
 
 
-def build_comparison(work: Path, rows: Mapping[str, int]) -> dict[str, Any]:
+def build_comparison(work: Path, rows: Mapping[str, int], gain_attempt: int = 3) -> dict[str, Any]:
     """Everything the report shows: per-seed figures, held-out EM per attempt (mean and spread), training curves.
 
     ``rows``: rows per training step of each run (``{"mr_search": B*n, "baseline": B*n}``). Seeds without an
-    evaluation yet are listed under ``unfinished_seeds`` and left out of the aggregates.
+    evaluation yet are listed under ``unfinished_seeds`` and left out of the aggregates. ``gain_attempt``: the
+    attempt of the reflection-gain test (verdict.py; MR-Search's training K, the paper's 3; at most K_eval).
     """
     work = Path(work)
     missing = {MR, BASELINE} - set(rows)
@@ -110,6 +112,7 @@ def build_comparison(work: Path, rows: Mapping[str, int]) -> dict[str, Any]:
         "sources": sources,
         "heldout": heldout,
         "per_seed": seeds,
+        "verdict": gain_verdict(seeds, min(gain_attempt, k_eval)).as_dict() if k_eval > 1 else None,
     }
 
 
