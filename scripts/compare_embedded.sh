@@ -76,6 +76,8 @@ world_said="$WORLD${NAMESAKE_VERSION:+ v$NAMESAKE_VERSION}${NAMESAKE_RECIPE:+, w
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 NOTE="${NOTE:-}"                        # one line for the report's history table
 WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
+OVERLAP_EVAL="${OVERLAP_EVAL:-1}"        # 1: a seed's evaluation (one thread) runs beside the next seed's training
+                                       # (which leaves a core of 2 idle); 0: one thing at a time
 OUTCOME_FEEDBACK="${OUTCOME_FEEDBACK:-0}"  # 1: the reflection turns say whether the previous answer was right
                                        # (MAGE-style; paper: 0) in the warm start, both trainings and evaluation
 WARM_START="${WARM_START:-}"             # an HF model dir to start both from (e.g. a warm start built on a GPU:
@@ -101,6 +103,7 @@ whole EVAL_RESPONSE_LENGTH "$EVAL_RESPONSE_LENGTH"
 whole MAX_QUESTIONS "$MAX_QUESTIONS"
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
+[[ "$OVERLAP_EVAL" =~ ^[01]$ ]] || die "OVERLAP_EVAL=$OVERLAP_EVAL is not valid; use 1 (default) or 0"
 [[ "$OUTCOME_FEEDBACK" =~ ^[01]$ ]] || die "OUTCOME_FEEDBACK=$OUTCOME_FEEDBACK is not valid; use 0 (paper) or 1"
 [[ -z "$WARM_START" || -f "$WARM_START/config.json" ]] \
   || die "WARM_START=$WARM_START holds no HF model (config.json); give a warm start's folder or leave it empty"
@@ -139,7 +142,9 @@ echo "  work folder $WORK_DIR, report $REPORT_DIR, retrieval $RETRIEVER_URL"
 mkdir -p "$WORK_DIR"
 # shellcheck source=lib/retrieval.sh
 source "$ROOT/scripts/lib/retrieval.sh"
-trap retrieval_stop_started EXIT
+# shellcheck source=lib/background.sh
+source "$ROOT/scripts/lib/background.sh"  # the evaluation beside the next training (OVERLAP_EVAL=1)
+trap 'background_stop; retrieval_stop_started' EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
@@ -267,9 +272,26 @@ evaluated() {  # evaluated <out dir> LABEL=PATH...: true if <out dir> holds that
     "${restate_flag[@]}"
 }
 
+finish_evaluation() {  # waits for the evaluation in the background, if any; stops on its failure
+  [[ -n "$BACKGROUND_PID" ]] || return 0
+  background_finish || die "$BACKGROUND_WHAT failed (its log is named above)"
+  echo "compare_embedded.sh: $BACKGROUND_WHAT done ($(date -u +%H:%M:%S) UTC)"
+}
+
+start_evaluation() {  # start_evaluation <what> <out dir> LABEL=PATH...: after the one in flight, in the
+  local what="$1"       # background with OVERLAP_EVAL=1
+  shift
+  finish_evaluation
+  echo "compare_embedded.sh: $what ($(date -u +%H:%M:%S) UTC)"
+  if [[ "$OVERLAP_EVAL" == 1 ]]; then
+    background_start "$what" evaluate "$@"
+  else
+    evaluate "$@"
+  fi
+}
+
 if ! evaluated "$WORK_DIR/warm_eval" "warm_start=$WARM"; then
-  echo "compare_embedded.sh: evaluating the warm start ($(date -u +%H:%M:%S) UTC)"
-  evaluate "$WORK_DIR/warm_eval" "warm_start=$WARM"
+  start_evaluation "evaluating the warm start" "$WORK_DIR/warm_eval" "warm_start=$WARM"
 fi
 
 for seed in "${seeds[@]}"; do
@@ -289,11 +311,11 @@ for seed in "${seeds[@]}"; do
   if evaluated "$dir/eval" "${pair[@]}"; then
     echo "compare_embedded.sh: seed $seed: $dir/eval already evaluated MR-Search step $STEPS and baseline step $step; skipped"
   else
-    echo "compare_embedded.sh: seed $seed: evaluating MR-Search step $STEPS and baseline step $step ($(date -u +%H:%M:%S) UTC)"
-    evaluate "$dir/eval" "${pair[@]}"
+    start_evaluation "seed $seed: evaluating MR-Search step $STEPS and baseline step $step" "$dir/eval" "${pair[@]}"
   fi
-  echo "compare_embedded.sh: seed $seed done ($(date -u +%H:%M:%S) UTC)"
+  echo "compare_embedded.sh: seed $seed trained ($(date -u +%H:%M:%S) UTC)"
 done
+finish_evaluation
 
 report=(--work "$WORK_DIR" --out "$REPORT_DIR" --mr-rows "$ROWS" --baseline-rows "$ROWS" --gain-attempt "$ATTEMPTS")
 [[ -z "$NOTE" ]] || report+=(--note "$NOTE")
