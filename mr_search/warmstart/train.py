@@ -264,6 +264,8 @@ class WarmStartConfig:
             del fields["transcripts"]["retry_question"]  # likewise (every build before recipe 11)
         if not self.transcripts.reflection_question:
             del fields["transcripts"]["reflection_question"]  # likewise (every build before recipe 12)
+        if not self.transcripts.p_rename:
+            del fields["transcripts"]["p_rename"]  # likewise (every build before recipe 14)
         payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
@@ -288,7 +290,8 @@ class WarmStartConfig:
 # 12: 11 with reflection turns that end with the question's line (``TranscriptConfig.reflection_question``; train and
 # evaluate with ``mr_search.episode.reflection_restates_question``, which ``make compare`` sets from the warm start).
 # 13: 12 trained three times as long (``NAMESAKE_LONG_SCALE``: windows, whole-transcript steps and transcripts).
-NAMESAKE_RECIPES = 13
+# 14: 13 with half the one- and two-hop transcripts' entities renamed with fresh names (``TranscriptConfig.p_rename``).
+NAMESAKE_RECIPES = 14
 # The default recipe (``python -m mr_search.warmstart``, the probe, ``make compare``). 4 probed worse than 3 (its
 # policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
 # 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
@@ -374,6 +377,12 @@ NAMESAKE_RESTATED_RECIPE = 12
 # of 30 wrong namesake answers by attempt 2 (reports/compare_namesake/investigation.md).
 NAMESAKE_LONG_RECIPE = 13
 NAMESAKE_LONG_SCALE = 3
+# Recipe 13's build copied the held-out one- and two-hop names exactly for 14 and 17 of 30 first queries, the namesake
+# ones (recombined from training questions' words) for 30 of 30: names it had seen words of. Recipe 14 renames the
+# entity of NAMESAKE_RENAME_SHARE of the one- and two-hop transcripts with a fresh name (``rename.py``); the namesake
+# and control transcripts are recipe 13's.
+NAMESAKE_RENAME_RECIPE = 14
+NAMESAKE_RENAME_SHARE = 0.5
 PRESENCE_RECIPES = (
     NAMESAKE_PRESENCE_RECIPE,
     NAMESAKE_MIXED_RECIPE,
@@ -383,6 +392,7 @@ PRESENCE_RECIPES = (
     NAMESAKE_QUESTION_RETRY_RECIPE,
     NAMESAKE_RESTATED_RECIPE,
     NAMESAKE_LONG_RECIPE,
+    NAMESAKE_RENAME_RECIPE,
 )
 
 # Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
@@ -430,7 +440,8 @@ def warmstart_config(
     4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
     (``NAMESAKE_DECISION_STEPS``); 6 to 10 are for the world's version 4 (``NAMESAKE_MIXED_RECIPE``,
     ``NAMESAKE_SHUFFLED_RECIPE``, ``NAMESAKE_READ_RECIPE``, ``NAMESAKE_SKILL_RECIPE``,
-    ``NAMESAKE_QUESTION_RETRY_RECIPE``, ``NAMESAKE_RESTATED_RECIPE``, ``NAMESAKE_LONG_RECIPE``)."""
+    ``NAMESAKE_QUESTION_RETRY_RECIPE``, ``NAMESAKE_RESTATED_RECIPE``, ``NAMESAKE_LONG_RECIPE``,
+    ``NAMESAKE_RENAME_RECIPE``)."""
     if world != "namesake":
         return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
     namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
@@ -446,6 +457,7 @@ def warmstart_config(
             presence_check_reformulated=read,
             retry_question=namesake_recipe >= NAMESAKE_QUESTION_RETRY_RECIPE,
             reflection_question=namesake_recipe >= NAMESAKE_RESTATED_RECIPE,
+            p_rename=NAMESAKE_RENAME_SHARE if namesake_recipe >= NAMESAKE_RENAME_RECIPE else 0.0,
         )
         config = WarmStartConfig(
             decision_read_answer=read,
@@ -461,7 +473,7 @@ def warmstart_config(
             skill_batch_size=NAMESAKE_SKILL_BATCH_SIZE if namesake_recipe == NAMESAKE_SKILL_RECIPE else 0,
             skill_loss_weight=NAMESAKE_SKILL_LOSS_WEIGHT if namesake_recipe == NAMESAKE_SKILL_RECIPE else 1.0,
         )
-        if namesake_recipe == NAMESAKE_LONG_RECIPE:
+        if namesake_recipe >= NAMESAKE_LONG_RECIPE:
             scale = NAMESAKE_LONG_SCALE
             config = replace(
                 config,

@@ -150,6 +150,9 @@ class TranscriptConfig:
         reflection_question: the reflection turns end with the question's line, as the agent loop's do with
             ``mr_search.episode.reflection_restates_question`` (recipe 12; paper: off): the retry copies the question
             from just before it.
+        p_rename: share of the transcripts of questions other than the namesake world's namesake and control ones
+            whose asked-about entity is renamed with a freshly drawn name no word of which is in the corpus
+            (``rename.Renamer``, recipe 14; drawn apart from the rest: the other transcripts stay as they were).
     """
 
     attempts: int = 3
@@ -166,6 +169,7 @@ class TranscriptConfig:
     presence_check_reformulated: bool = False
     retry_question: bool = False
     reflection_question: bool = False
+    p_rename: float = 0.0
 
     def __post_init__(self) -> None:
         if self.namesake_copy and self.namesake_presence:
@@ -192,6 +196,8 @@ class TranscriptConfig:
             )
         if not 0.0 <= self.p_partial <= 1.0:
             raise ValueError(f"TranscriptConfig.p_partial={self.p_partial}: use a probability in [0, 1]")
+        if not 0.0 <= self.p_rename <= 1.0:
+            raise ValueError(f"TranscriptConfig.p_rename={self.p_rename}: use a probability in [0, 1]")
 
 
 @dataclass(frozen=True)
@@ -471,4 +477,19 @@ def build_transcripts(
     rng = random.Random(config.seed)
     builder = TranscriptBuilder(index, questions, config)
     rows = [questions[rng.randrange(len(questions))] for _ in range(count)]
-    return [builder.build(row, rng) for row in rows]
+    transcripts = [builder.build(row, rng) for row in rows]
+    if not config.p_rename:
+        return transcripts
+    from mr_search.warmstart.rename import Renamer, subject_of
+
+    renamer = Renamer(index, config.seed)
+    draw = random.Random(f"rename-draw-{config.seed}")  # one draw a transcript, apart from ``rng``
+    out = []
+    for row, transcript in zip(rows, transcripts, strict=True):
+        chosen = draw.random() < config.p_rename
+        subject = subject_of(row, index)
+        kept = row.get("relation") in (NAMESAKE_RELATION, NAMESAKE_CONTROL_RELATION)
+        out.append(
+            renamer.rename(transcript, subject) if chosen and not kept and renamer.can_rename(subject) else transcript
+        )
+    return out

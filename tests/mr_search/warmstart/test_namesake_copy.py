@@ -112,7 +112,7 @@ def test_without_the_option_the_transcripts_are_as_before(namesake_index):
 
 
 def test_the_recipe_is_versioned_and_earlier_recipes_keep_their_cache_keys():
-    assert NAMESAKE_RECIPE == 3 and NAMESAKE_RECIPES == 13, "recipes 4-13 are opt-in, 3 stays the default"
+    assert NAMESAKE_RECIPE == 3 and NAMESAKE_RECIPES == 14, "recipes 4-14 are opt-in, 3 stays the default"
     assert warmstart_config(world="namesake").transcripts.namesake_copy
     assert not warmstart_config(world="default").transcripts.namesake_copy
     # The default world's key and the namesake recipe 2's (the build the namesake comparison used) are unchanged.
@@ -125,8 +125,8 @@ def test_the_recipe_is_versioned_and_earlier_recipes_keep_their_cache_keys():
     assert warmstart_config(world="namesake", namesake_recipe=4) == warmstart_config(
         world="namesake", namesake_recipe=3
     )
-    with pytest.raises(ValueError, match="namesake_recipe=14"):
-        warmstart_config(world="namesake", namesake_recipe=14)
+    with pytest.raises(ValueError, match="namesake_recipe=15"):
+        warmstart_config(world="namesake", namesake_recipe=15)
 
 
 def test_recipe_4_starts_from_a_policy_with_name_tokens_and_earlier_recipes_from_the_plain_one():
@@ -137,7 +137,7 @@ def test_recipe_4_starts_from_a_policy_with_name_tokens_and_earlier_recipes_from
         assert policy_config(policy, "namesake") == policy_shape(policy), "the default recipe (3) starts plain"
         assert policy_config(policy, "namesake", 4) == replace(policy_shape(policy), name_tokens=True)
     assert policy_config("small", "namesake", 3).key() == "42fd57d854a0", "the base recipes 2 and 3 were built on"
-    with pytest.raises(ValueError, match="namesake_recipe=0; use 1 to 13"):
+    with pytest.raises(ValueError, match="namesake_recipe=0; use 1 to 14"):
         policy_config("small", "namesake", 0)
 
 
@@ -148,12 +148,12 @@ def test_the_command_takes_a_recipe_and_rejects_one_that_does_not_exist(tmp_path
 
     env = {**os.environ, "MR_SEARCH_WORLD": "namesake", "MR_SEARCH_CACHE": str(tmp_path)}
     done = subprocess.run(
-        [sys.executable, "-m", "mr_search.warmstart", "--namesake-recipe", "14"],
+        [sys.executable, "-m", "mr_search.warmstart", "--namesake-recipe", "15"],
         env=env,
         capture_output=True,
         text=True,
         timeout=120,
     )
     assert done.returncode == 2, done.stderr
-    assert "namesake_recipe=14; use 1 to 13" in done.stderr
+    assert "namesake_recipe=15; use 1 to 14" in done.stderr
     assert not any(tmp_path.iterdir()), "nothing is built for a recipe that does not exist"
