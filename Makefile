@@ -13,17 +13,17 @@ export MR_SEARCH_CACHE ?= $(CURDIR)/.cache
 
 # Installs the environment, then builds the embedded default's cached assets (seconds once built).
 setup: $(STAMP)
-	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/prepare_embedded.sh
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/embedded_world/scripts/prepare.sh
 
 # Re-installs only when a pyproject.toml changes. torch==2.13.0 first: on the project's CPU
 # machines that exact version lies on local disk (an unpinned `torch` would pull a CUDA build).
 # The retrieval service is its own distribution (retrieval/pyproject.toml): named on the same command line, it is
 # what satisfies this project's `[retrieval]` extra (pip takes no relative path from an extra).
-$(STAMP): pyproject.toml retrieval/pyproject.toml
+$(STAMP): pyproject.toml retrieval/pyproject.toml examples/embedded_world/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "torch==2.13.0"
-	$(PIP) install -q -e "./retrieval[faiss]" -e ".[retrieval,eval,dev]"
+	$(PIP) install -q -e "./retrieval[faiss]" -e ".[retrieval,eval,dev]" -e ./examples/embedded_world
 	bash scripts/setup_browser.sh
 	touch $(STAMP)
 
@@ -47,10 +47,10 @@ bench: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/run_benchmarks.sh
 
 eval: setup
-	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/eval_embedded.sh
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/embedded_world/scripts/eval.sh
 
 compare: setup
-	PATH="$(abspath $(VENV))/bin:$$PATH" bash scripts/compare_embedded.sh
+	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/embedded_world/scripts/compare.sh
 
 lint: setup
 	$(PY) -m ruff check .

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Launches the MR-Search retrieval service and waits until /health says ready.
 #
-#   bash retrieval_launch.sh                      # embedded default: built once (cached), served on 127.0.0.1:8000
+#   bash retrieval_launch.sh                      # embedded default: the embedded world's corpus, indexed once
+#                                                 # (cached), served on 127.0.0.1:8000
 #   RETRIEVER_TYPE=bm25 bash retrieval_launch.sh  # BM25 over the embedded default
 #   RETRIEVER_INDEX=/data/e5_Flat.index RETRIEVER_CORPUS=/data/wiki-18.jsonl \
 #     RETRIEVER_ENCODER=/models/e5-base-v2 RETRIEVER_GPUS=0,1 bash retrieval_launch.sh   # Search-R1's index as it is
@@ -14,13 +15,13 @@ set -euo pipefail
 RETRIEVER_HOST="${RETRIEVER_HOST:-127.0.0.1}"  # 0.0.0.0 exposes the service beyond this machine
 RETRIEVER_PORT="${RETRIEVER_PORT:-8000}"
 
-# --- data: empty index/corpus = the embedded default (built under $MR_SEARCH_CACHE on first use) ---
+# --- data: an index; or a corpus, indexed once under $MR_SEARCH_CACHE; neither: the embedded world's corpus ---
 export MR_SEARCH_CACHE="${MR_SEARCH_CACHE:-$HOME/.cache/mr_search}"
 RETRIEVER_TYPE="${RETRIEVER_TYPE:-dense}"             # dense | bm25
 RETRIEVER_INDEX="${RETRIEVER_INDEX:-}"                # mr-search-build-index's directory, a bare FAISS file, a Lucene dir
 RETRIEVER_CORPUS="${RETRIEVER_CORPUS:-}"              # JSON lines {"id","contents"}; empty: from the index metadata
-RETRIEVER_BACKEND="${RETRIEVER_BACKEND:-auto}"        # embedded default only: auto (faiss if installed) | faiss | torch
-RETRIEVER_INDEX_TYPE="${RETRIEVER_INDEX_TYPE:-Flat}"  # embedded default only: FAISS index_factory string
+RETRIEVER_BACKEND="${RETRIEVER_BACKEND:-auto}"        # index built from a corpus: auto (faiss if installed) | faiss | torch
+RETRIEVER_INDEX_TYPE="${RETRIEVER_INDEX_TYPE:-Flat}"  # index built from a corpus: FAISS index_factory string
 
 # --- model ---
 RETRIEVER_ENCODER="${RETRIEVER_ENCODER:-}"            # HF encoder directory; empty: bundled all-MiniLM-L6-v2
@@ -49,6 +50,23 @@ fi
 if ! has_service "$PYTHON"; then
   echo "retrieval_launch.sh: ${PYTHON:-no python} has no mr_search_retrieval; make one with \`make setup\` (the project's .venv, used by itself) or \`pip install \"$ROOT/retrieval[faiss]\"\`, or set PYTHON=<a python that has it>" >&2
   exit 1
+fi
+
+# The embedded default: the embedded-world example (examples/embedded_world) builds its corpus and says where it is;
+# the service itself knows nothing of that world. Its python may be another than the service's (e.g. the .venv).
+if [[ -z "$RETRIEVER_INDEX" && -z "$RETRIEVER_CORPUS" ]]; then
+  WORLD_PYTHON="$PYTHON"
+  if ! "$WORLD_PYTHON" -c 'import mr_search_embedded' 2>/dev/null; then
+    WORLD_PYTHON="$ROOT/.venv/bin/python"
+    [[ -x "$WORLD_PYTHON" ]] && "$WORLD_PYTHON" -c 'import mr_search_embedded' 2>/dev/null || {
+      echo "retrieval_launch.sh: no RETRIEVER_INDEX or RETRIEVER_CORPUS given, and no python here has the embedded" \
+        "world for the default; set RETRIEVER_CORPUS=<JSON lines {\"id\",\"contents\"}> (indexed once, cached) or" \
+        "RETRIEVER_INDEX=<index>, or pip install -e \"$ROOT/examples/embedded_world\" (make setup does)" >&2
+      exit 1
+    }
+  fi
+  echo "retrieval_launch.sh: preparing the embedded world's corpus (once; cached)"
+  RETRIEVER_CORPUS="$("$WORLD_PYTHON" -m mr_search_embedded.prepare corpus | tail -n 1)"
 fi
 
 if [[ -n "$RETRIEVER_GPUS" ]]; then

@@ -151,16 +151,17 @@ LAUNCH="$(date +%Y%m%d-%H%M%S)-$$"
 
 # --- embedded setup: data, policy, retrieval (each cached after the first run) ----------------------------------------
 if [[ "$PRESET" == embedded && "$DRY_RUN" != 1 ]]; then
+  "$PYTHON" -c 'import mr_search_embedded' 2>/dev/null || die "the embedded default needs the embedded-world \
+example: pip install -e $ROOT/examples/embedded_world (make setup does), or pass MODEL_PATH, TRAIN_FILE and VAL_FILE"
   if [[ -z "$TRAIN_FILE" || -z "$VAL_FILE" ]]; then
     echo "train_grpo_step.sh: preparing the embedded dataset"
-    mapfile -t files < <("$PYTHON" -c \
-      'from mr_search.data.embedded import ensure_embedded_parquet; print(*ensure_embedded_parquet(), sep="\n")')
+    mapfile -t files < <("$PYTHON" -m mr_search_embedded.prepare train test)
     TRAIN_FILE="${TRAIN_FILE:-${files[0]}}"
     VAL_FILE="${VAL_FILE:-${files[1]}}"
   fi
   if [[ -z "$MODEL_PATH" ]]; then
-    echo "train_grpo_step.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
-    MODEL_PATH="$("$PYTHON" -m mr_search.warmstart | tail -n 1)"
+    echo "train_grpo_step.sh: preparing the warm-started tiny policy (first build: ~2-7 min on a 2-core CPU, then cached)"
+    MODEL_PATH="$("$PYTHON" -m mr_search_embedded.prepare policy | tail -n 1)"
   fi
 fi
 

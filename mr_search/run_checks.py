@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from mr_search.agent.parsing import first_close
 from mr_search.agent.trace import read_traces
-from mr_search.compare.training_log import read_metrics
+from mr_search.training_log import read_metrics
 
 # The e2e test's bounds on CPU (tests/e2e/test_train_script.py); an engine in bf16 must meet them too.
 MAX_K3_KL: Final = 0.01

@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from mr_search.compare.training_log import ATTEMPT_REWARD_RE, K1_REWARD, STEP_TIME, read_metrics
 from mr_search.trainer.validation import VALIDATION_SPEED
+from mr_search.training_log import ATTEMPT_REWARD_RE, K1_REWARD, STEP_TIME, read_metrics
 
 GRAD_NORM: Final = "actor/grad_norm"
 NOTE: Final = (

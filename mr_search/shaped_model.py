@@ -76,7 +76,10 @@ def build_shaped_model(shape: str, tokenizer_dir: str | Path, out: str | Path, s
         raise ValueError(f"shape={shape!r} is not known; use one of {sorted(SHAPES)}")
     tokenizer_dir, out = Path(tokenizer_dir), Path(out)
     if not (tokenizer_dir / "tokenizer.json").exists():
-        raise ValueError(f"{tokenizer_dir}: no tokenizer.json; pass the tiny policy's folder (mr_search.warmstart's)")
+        raise ValueError(
+            f"{tokenizer_dir}: no tokenizer.json; pass a folder that has one (e.g. a Qwen2.5 download or the "
+            "embedded world's tiny policy)"
+        )
     tokenizer = AutoTokenizer.from_pretrained(tokenizer_dir)
     config = Qwen2Config(
         vocab_size=len(tokenizer),

@@ -1,4 +1,4 @@
-"""Command line of ``scripts/prepare_data.py``: embedded parquet, FlashRAG/ASearcher conversion, wiki-18 downloads."""
+"""Command line of ``scripts/prepare_data.py``: FlashRAG/ASearcher conversion to verl parquet, wiki-18 downloads."""
 
 from __future__ import annotations
 
@@ -24,9 +24,6 @@ logger = logging.getLogger(__name__)
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="prepare_data.py", description=__doc__)
     sub = parser.add_subparsers(dest="command", required=True)
-
-    emb = sub.add_parser("embedded", help="the embedded world's train/test parquet (cached)")
-    emb.add_argument("--cache-dir", type=Path, default=None, help="cache root (default: $MR_SEARCH_CACHE)")
 
     fr = sub.add_parser("flashrag", help="FlashRAG JSON lines -> train.parquet (NQ+HotpotQA) and test.parquet")
     fr.add_argument("--root", type=Path, required=True, help="folder holding <dataset>/<split>.jsonl")
@@ -71,11 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     args = _parser().parse_args(argv)
     try:
-        if args.command == "embedded":
-            from mr_search.data.embedded import ensure_embedded_parquet
-
-            train, test = ensure_embedded_parquet(args.cache_dir)
-        elif args.command == "flashrag":
+        if args.command == "flashrag":
             train, test = convert_flashrag(
                 args.root,
                 args.out,

@@ -22,7 +22,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="model folder, verl checkpoint (global_step_N) or run folder; repeat to compare",
     )
     parser.add_argument(
-        "--data", type=Path, default=None, help="test parquet (default: the embedded world's, built on first use)"
+        "--data",
+        type=Path,
+        required=True,
+        help="test parquet (the embedded world's: python -m mr_search_embedded.prepare test)",
     )
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve")
@@ -64,10 +67,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             concurrency=args.concurrency,
         )
         data = args.data
-        if data is None:
-            from mr_search.data.embedded import ensure_embedded_parquet
-
-            data = ensure_embedded_parquet()[1]
         paths = evaluate(
             models, data, args.out, retriever_url=args.retriever_url, config=config, progress=not args.no_progress
         )

@@ -1,7 +1,8 @@
 """What later attempts do with the first answer, counted from trajectory records (``mr_search.eval.records``).
 
-Used by the warm-start probe (``python -m mr_search.warmstart.probe``) and the comparison report (``python -m
-mr_search.compare report``): retries that search differently after a wrong first answer, retries that fix it, and
+Used by the warm-start probe (``python -m mr_search_embedded.warmstart.probe``) and the comparison report (``python -m
+mr_search_embedded.compare report``):
+retries that search differently after a wrong first answer, retries that fix it, and
 retries that break a right one.
 """
 

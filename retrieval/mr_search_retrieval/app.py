@@ -181,7 +181,8 @@ def _error_body(message: str) -> bytes:
 
 class RetrievalApp(FastAPI):
     """A FastAPI app whose hot path, POST /retrieve, goes straight to a plain ASGI handler: no routing, dependency
-    solving or middleware stack, about half the server's HTTP CPU per request (scripts/bench/bench_retrieval_server.py).
+    solving or middleware stack, about half the server's HTTP CPU per request
+    (retrieval/benchmarks/bench_retrieval_server.py).
     The FastAPI route of the same handler stays for the OpenAPI page and the schema; middleware added with
     `add_middleware` does not see /retrieve."""
 

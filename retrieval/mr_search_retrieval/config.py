@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -30,11 +31,8 @@ def _check_device(name: str, value: str) -> None:
 
 
 def default_cache_dir() -> Path:
-    """$MR_SEARCH_CACHE, or ~/.cache/mr_search when unset; ``<that>/worlds/<variant>`` when ``$MR_SEARCH_WORLD`` names
-    an opt-in embedded world (``embedded/variant.py``), so its indexes never replace the default's."""
-    from mr_search_retrieval.embedded.variant import variant_cache_dir
-
-    return variant_cache_dir()
+    """``$MR_SEARCH_CACHE``, or ``~/.cache/mr_search`` when unset: where indexes built on first use are kept."""
+    return Path(os.environ.get("MR_SEARCH_CACHE") or Path.home() / ".cache" / "mr_search")
 
 
 @dataclass(frozen=True)

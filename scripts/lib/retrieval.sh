@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by train_grpo_step.sh, scripts/eval_embedded.sh and scripts/compare_embedded.sh (sourced, not run):
+# Shared by train_grpo_step.sh, examples/embedded_world/scripts/eval.sh and examples/embedded_world/scripts/compare.sh (sourced, not run):
 # find the retrieval service, start the embedded one when nothing answers, and stop only what was started here.
 #
 # Needs from the caller: $ROOT (the repository), $PYTHON, and a `die MESSAGE` function that exits.

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from mr_search.shaped_model import SHAPES, build_shaped_model
-from mr_search.tiny_model import build_tokenizer
+from mr_search_embedded.tiny_model import build_tokenizer
 
 
 def test_builds_a_loadable_qwen2_of_the_shape(tmp_path) -> None:

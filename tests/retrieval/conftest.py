@@ -32,21 +32,21 @@ def cache_dir(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 @pytest.fixture(scope="session")
 def world(cache_dir: Path):
-    from mr_search_retrieval.embedded.world import ensure_world
+    from mr_search_embedded.world.world import ensure_world
 
     return ensure_world()
 
 
 @pytest.fixture(scope="session")
 def dense_index(world, cache_dir: Path) -> Path:
-    from mr_search_retrieval.default_index import ensure_index
+    from mr_search_retrieval.index_cache import ensure_index
 
     return ensure_index(Path(world.corpus), "dense", cache_dir=cache_dir)
 
 
 @pytest.fixture(scope="session")
 def bm25_index(world, cache_dir: Path) -> Path:
-    from mr_search_retrieval.default_index import ensure_index
+    from mr_search_retrieval.index_cache import ensure_index
 
     return ensure_index(Path(world.corpus), "bm25", cache_dir=cache_dir)
 

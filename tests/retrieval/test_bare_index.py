@@ -275,12 +275,14 @@ def test_an_index_with_metadata_brings_its_own_conventions_unless_flags_say_othe
     assert _config("--index-dir", str(tmp_path), "--pooling", "mean", "--normalize").encoder.pooling == "mean"
 
 
-def test_the_embedded_backend_is_faiss_when_installed_else_the_torch_search(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_corpus_index_backend_is_faiss_when_installed_else_the_torch_search(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import importlib.util
 
-    from mr_search_retrieval.server import embedded_backend
+    from mr_search_retrieval.server import corpus_index_backend
 
-    assert embedded_backend("auto") == "faiss" and embedded_backend("torch") == "torch"
+    assert corpus_index_backend("auto") == "faiss" and corpus_index_backend("torch") == "torch"
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "faiss" else real(name, *a))
-    assert embedded_backend("auto") == "torch"  # `pip install ./retrieval` without the [faiss] extra
+    assert corpus_index_backend("auto") == "torch"  # `pip install ./retrieval` without the [faiss] extra

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "bench" / "bench_retrieval_gpu.py"
+SCRIPT = REPO / "retrieval" / "benchmarks" / "bench_retrieval_gpu.py"
 TINY = shlex.split(
     "--device cpu --num-passages 20000 --duration 2 --warmup 0.5 --client-procs 2 "
     "--encoder-layers 2 --encoder-hidden 64 --encoder-heads 2 --encoder-intermediate 128 "

@@ -17,7 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 # Imported first in a process (as sitecustomize or with -c): any import of the trainer's packages fails loudly.
 BLOCKER = """
 import importlib.abc, sys
-BLOCKED = ("verl", "mr_search")
+BLOCKED = ("verl", "mr_search", "mr_search_embedded")
 class _NoTrainer(importlib.abc.MetaPathFinder):
     def find_spec(self, name, path=None, target=None):
         if name.split(".")[0] in BLOCKED:
@@ -54,7 +54,7 @@ print(json.dumps({"imported": done, "optional": optional}))
     assert out.returncode == 0 and "BLOCKED IMPORT" not in out.stderr, out.stderr[-3000:]
     result = json.loads(out.stdout.strip().splitlines()[-1])
     # Every serving and building module is there (the optional ones only lack their own dependency).
-    for name in ("server", "app", "retriever", "build_index", "multiproc", "stream_worker", "embedded.world"):
+    for name in ("server", "app", "retriever", "build_index", "multiproc", "stream_worker", "index_cache"):
         assert f"mr_search_retrieval.{name}" in result["imported"]
     assert set(result["optional"]) <= {"mr_search_retrieval.indexes.triton_block_max"}
 
@@ -85,9 +85,8 @@ def test_the_root_project_no_longer_ships_the_service_but_depends_on_it() -> Non
     }
     found = service["tool"]["setuptools"]["packages"]["find"]
     service_packages = find_packages(where=str(REPO / "retrieval"), include=found["include"])
-    assert {"mr_search_retrieval", "mr_search_retrieval.indexes", "mr_search_retrieval.embedded"} <= set(
-        service_packages
-    )
+    assert {"mr_search_retrieval", "mr_search_retrieval.indexes"} <= set(service_packages)
+    assert not [p for p in service_packages if "embedded" in p], "the embedded world lives in examples/embedded_world"
 
 
 @pytest.mark.slow

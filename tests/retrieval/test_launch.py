@@ -17,7 +17,7 @@ import pytest
 pytestmark = pytest.mark.slow
 
 QUESTION = "Where was Pekrul Zuk born?"
-BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench" / "bench_retrieval_server.py"
+BENCH = Path(__file__).resolve().parents[2] / "retrieval" / "benchmarks" / "bench_retrieval_server.py"
 
 
 def _bench_load(url: str, questions: str, clients: int, seconds: float) -> dict:

@@ -42,7 +42,8 @@ class KernelConfig:
 
 
 def default_config(batch: int, block: int) -> KernelConfig:
-    """Tile shape by batch size, from scripts/bench/retrieval_kernel_sweep.py on an H200 (21M x 768 fp16, block 128).
+    """Tile shape by batch size, from retrieval/benchmarks/retrieval_kernel_sweep.py
+    on an H200 (21M x 768 fp16, block 128).
 
     Up to 64 queries the kernel is bound by reading the index (~7.3 ms, ~4.4 TB/s): a short query tile wastes
     no work. From 128 queries it is bound by the tensor cores (~530-550 TFLOP/s at 128 x 256 tiles).

@@ -19,7 +19,7 @@ from mr_search.agent.config import EpisodeConfig
 from mr_search.agent.loop import MRSearchAgentLoop
 from mr_search.contract import AttemptStatus
 from mr_search.retrieval_client import SearchOutcome
-from mr_search.tiny_model import build_tokenizer
+from mr_search_embedded.tiny_model import build_tokenizer
 
 QUESTION = "What is the capital of Freedonia?"
 CORPUS_WORDS = (

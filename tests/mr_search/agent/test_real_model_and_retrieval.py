@@ -18,7 +18,7 @@ from mr_search import prompts
 from mr_search.agent.loop import MRSearchAgentLoop
 from mr_search.hf_generate import LocalServerManager
 from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
-from mr_search.tiny_model import ensure_tiny_model
+from mr_search_embedded.tiny_model import ensure_tiny_model
 
 uvicorn = pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.slow
@@ -33,8 +33,8 @@ def _free_port() -> int:
 async def test_tiny_model_meta_episode_against_the_embedded_service(kit: SimpleNamespace, forced_tokens: Any) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
+    from mr_search_embedded.world.world import ensure_world
     from mr_search_retrieval.app import create_app
-    from mr_search_retrieval.embedded.world import ensure_world
     from mr_search_retrieval.server import build_parser, config_from_args
 
     world = ensure_world()

@@ -58,7 +58,7 @@ class SpyEngine:
 
 @pytest.fixture(scope="module")
 def tiny_policy_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from mr_search.tiny_model import ensure_tiny_model
+    from mr_search_embedded.tiny_model import ensure_tiny_model
 
     return ensure_tiny_model(tmp_path_factory.mktemp("bench_tiny_model"))
 

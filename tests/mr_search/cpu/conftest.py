@@ -16,7 +16,7 @@ TEXTS = (
 
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from mr_search.tiny_model import ensure_tiny_model
+    from mr_search_embedded.tiny_model import ensure_tiny_model
 
     return ensure_tiny_model(tmp_path_factory.mktemp("cpu_tiny_model"), texts=list(TEXTS) * 4)
 

@@ -9,23 +9,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import pandas as pd
-
 from mr_search.data.cli import main
 
 SCRIPT = Path(__file__).resolve().parents[3] / "scripts" / "prepare_data.py"
-
-
-def test_embedded_command_prints_the_two_parquet_paths(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [sys.executable, str(SCRIPT), "embedded", "--cache-dir", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    train, test = (Path(line) for line in done.stdout.split())
-    assert train == tmp_path / "data" / "embedded" / "train.parquet"
-    assert len(pd.read_parquet(test)) > 100
 
 
 def test_a_malformed_input_exits_2_with_file_and_line(tmp_path: Path) -> None:

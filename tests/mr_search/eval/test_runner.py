@@ -13,7 +13,7 @@ from mr_search import prompts
 from mr_search.data.rows import make_row
 from mr_search.eval.runner import GREEDY, EvalConfig, agent_loop_factory, run_episodes, select_rows
 from mr_search.retrieval_client import SearchOutcome
-from mr_search.tiny_model import build_tokenizer
+from mr_search_embedded.tiny_model import build_tokenizer
 
 
 @pytest.fixture(scope="module")

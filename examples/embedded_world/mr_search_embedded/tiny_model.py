@@ -1,0 +1,244 @@
+"""A tiny, deterministic, locally built policy (tokenizer + Qwen2) for the embedded default and tests."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from mr_search import prompts
+
+logger = logging.getLogger(__name__)
+
+# Qwen2.5's ChatML layout; the same turn boundaries a real Qwen tokenizer produces.
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
+# Ordinary (non-special) single tokens for the protocol tags: they make the tiny model's job easier.
+# Real tokenizers split tags into several pieces; the agent loop handles both.
+TAG_TOKENS = tuple(f"<{slash}{tag}>" for tag in ("think", "search", "answer", "information") for slash in ("", "/"))
+
+
+@dataclass(frozen=True)
+class TinyModelConfig:
+    """Shape of the tiny policy. Defaults train in minutes on 2 CPU cores.
+
+    ``name_tokens`` (the namesake world only, ``MR_SEARCH_WORLD=namesake``): every word of every person's name in
+    the world is one token of the tokenizer (``name_tokens.add_whole_words``: 2,766 words, 2,857 more vocabulary
+    entries), so that copying a name is copying whole tokens (namesake warm-start recipe 4; it copied worse: a word
+    never written in training is one untrained token). Off: the tokenizer and the cache key are as before.
+    """
+
+    vocab_size: int = 2048
+    hidden_size: int = 128
+    intermediate_size: int = 256
+    num_hidden_layers: int = 2
+    num_attention_heads: int = 4
+    num_key_value_heads: int = 2
+    max_position_embeddings: int = 4096
+    tag_tokens: bool = True
+    seed: int = 0
+    name_tokens: bool = False
+
+    def key(self) -> str:
+        """The cache key (``ensure_tiny_model``): a hash of the fields; ``name_tokens`` counts only when on, so the
+        shapes built before it keep their keys."""
+        fields = asdict(self)
+        if not self.name_tokens:
+            del fields["name_tokens"]
+        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
+
+    def __post_init__(self) -> None:
+        if self.vocab_size < 512:
+            raise ValueError(f"TinyModelConfig.vocab_size={self.vocab_size}: use at least 512 (byte alphabet + merges)")
+        if self.hidden_size % self.num_attention_heads:
+            raise ValueError(
+                f"TinyModelConfig: hidden_size={self.hidden_size} must be divisible by "
+                f"num_attention_heads={self.num_attention_heads}"
+            )
+        if self.num_attention_heads % self.num_key_value_heads:
+            raise ValueError(
+                f"TinyModelConfig: num_attention_heads={self.num_attention_heads} must be divisible by "
+                f"num_key_value_heads={self.num_key_value_heads}"
+            )
+
+
+# Named shapes of the tiny policy (``python -m mr_search_embedded.warmstart --policy NAME``). "tiny" is the
+# embedded default's;
+# "small" has twice the layers and feed-forward width (about 2x the compute a token), for worlds whose questions need
+# more than copying one name (the namesake world: read which namesake is meant, then copy the other name).
+POLICY_SHAPES: dict[str, TinyModelConfig] = {
+    "tiny": TinyModelConfig(),
+    "small": TinyModelConfig(num_hidden_layers=4, intermediate_size=512),
+    # Twice small's width (about 4x its compute a token): does a wider policy copy made-up names better (#19)?
+    "wide": TinyModelConfig(hidden_size=256, num_hidden_layers=4, intermediate_size=1024, num_attention_heads=8),
+}
+
+
+def policy_shape(name: str) -> TinyModelConfig:
+    """The ``TinyModelConfig`` of a named shape (``POLICY_SHAPES``); an unknown name raises, listing the known ones."""
+    try:
+        return POLICY_SHAPES[name]
+    except KeyError:
+        raise ValueError(f"unknown tiny policy shape {name!r}; use one of {', '.join(POLICY_SHAPES)}") from None
+
+
+def cache_root() -> Path:
+    """The project's cache folder: $MR_SEARCH_CACHE, else ~/.cache/mr_search; ``<that>/worlds/<variant>`` when
+    ``$MR_SEARCH_WORLD`` names an opt-in embedded world (its tokenizer, policy and warm starts stay apart)."""
+    try:
+        from mr_search_embedded.world.variant import variant_cache_dir
+    except ImportError:  # the retrieval package is optional: then only the default world exists
+        return Path(os.environ.get("MR_SEARCH_CACHE") or Path.home() / ".cache" / "mr_search")
+    return variant_cache_dir()
+
+
+def build_tokenizer(
+    texts: Iterable[str],
+    out_dir: Path | str,
+    vocab_size: int = 2048,
+    tag_tokens: bool = True,
+    whole_words: Iterable[str] = (),
+):
+    """Trains a byte-level BPE tokenizer on ``texts`` and saves it (with a ChatML chat template). Each of
+    ``whole_words`` is then one token after a space (``name_tokens.add_whole_words``), ids after the trained ones.
+
+    Returns:
+        The saved ``PreTrainedTokenizerFast``; eos is ``<|im_end|>``, pad is ``<|endoftext|>``.
+    """
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE())
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tokenizer.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    tokenizer.train_from_iterator(texts, trainer=trainer)
+    whole_words = list(whole_words)
+    if whole_words:
+        from mr_search_embedded.name_tokens import add_whole_words
+
+        tokenizer, added = add_whole_words(tokenizer, whole_words)
+        logger.info("tokenizer: %d whole-word tokens added for %d words", added, len(set(whole_words)))
+    fast = PreTrainedTokenizerFast(
+        tokenizer_object=tokenizer,
+        eos_token="<|im_end|>",
+        pad_token="<|endoftext|>",
+        bos_token=None,
+        additional_special_tokens=["<|im_start|>"],
+    )
+    if tag_tokens:
+        fast.add_tokens(list(TAG_TOKENS))
+    fast.chat_template = CHAT_TEMPLATE
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fast.save_pretrained(out_dir)
+    return fast
+
+
+def build_model(out_dir: Path | str, tokenizer, config: TinyModelConfig = TinyModelConfig()):
+    """Builds a randomly initialised Qwen2ForCausalLM sized for ``tokenizer`` and saves it to ``out_dir``."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    torch.manual_seed(config.seed)
+    model_config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=config.hidden_size,
+        intermediate_size=config.intermediate_size,
+        num_hidden_layers=config.num_hidden_layers,
+        num_attention_heads=config.num_attention_heads,
+        num_key_value_heads=config.num_key_value_heads,
+        max_position_embeddings=config.max_position_embeddings,
+        tie_word_embeddings=True,
+        bos_token_id=None,
+        eos_token_id=tokenizer.eos_token_id,
+        pad_token_id=tokenizer.pad_token_id,
+        torch_dtype="float32",
+    )
+    model = Qwen2ForCausalLM(model_config)
+    model.generation_config.eos_token_id = tokenizer.eos_token_id
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    out_dir = Path(out_dir)
+    model.save_pretrained(out_dir)
+    tokenizer.save_pretrained(out_dir)
+    return model
+
+
+def default_texts() -> Iterator[str]:
+    """Texts the tokenizer learns from: the protocol's own texts, then the embedded world if installed."""
+    yield prompts.QUESTION_TEMPLATE
+    yield prompts.reflection_prompt(True)
+    yield prompts.reflection_prompt(False)
+    yield prompts.INVALID_ACTION_MESSAGE
+    yield prompts.SEARCH_FAILED_MESSAGE
+    yield "<think> I need to search for this. </think> <search> query </search> <answer> answer </answer>"
+    try:
+        from mr_search_embedded.world.world import ensure_world
+    except ImportError:  # the retrieval package is optional; prompts alone still give a working tokenizer
+        logger.warning("mr_search_embedded.world is not importable: the tiny tokenizer learns the prompts only")
+        return
+    world = ensure_world()
+    for path in (world.corpus, world.train):
+        with open(path, encoding="utf-8") as handle:
+            for line in handle:
+                row = json.loads(line)
+                yield row.get("contents") or row.get("question", "")
+
+
+def world_name_words() -> list[str]:
+    """The words of every person's name in the embedded world ``$MR_SEARCH_WORLD`` names, each once, in the order
+    drawn (``TinyModelConfig.name_tokens``). Only the namesake world has them: elsewhere this raises."""
+    from mr_search_embedded.world.variant import WORLD_ENV, world_variant
+
+    variant = world_variant()
+    if variant != "namesake":
+        raise ValueError(
+            f"TinyModelConfig.name_tokens is an option of the namesake world, not of {variant!r}: set "
+            f"{WORLD_ENV}=namesake, or build with name_tokens=False"
+        )
+    from mr_search_embedded.world.namesake import namesake_person_names
+
+    return list(dict.fromkeys(word for name in namesake_person_names() for word in name.split()))
+
+
+def ensure_tiny_model(
+    out_dir: Path | str | None = None,
+    texts: Iterable[str] | None = None,
+    config: TinyModelConfig = TinyModelConfig(),
+) -> Path:
+    """Builds the tiny policy once and returns its directory (cached; rebuilt when the config changes).
+
+    The default location is ``$MR_SEARCH_CACHE/tiny_model/<config hash>``. The build is deterministic:
+    the same texts and config give the same tokenizer and weights.
+    """
+    key = config.key()
+    out = Path(out_dir) if out_dir is not None else cache_root() / "tiny_model" / key
+    done = out / ".complete"
+    if done.exists():
+        return out
+    logger.info("building the tiny policy in %s", out)
+    words = world_name_words() if config.name_tokens else ()
+    tokenizer = build_tokenizer(
+        texts if texts is not None else default_texts(),
+        out,
+        config.vocab_size,
+        tag_tokens=config.tag_tokens,
+        whole_words=words,
+    )
+    build_model(out, tokenizer, config)
+    done.write_text(json.dumps(asdict(config), sort_keys=True))
+    return out

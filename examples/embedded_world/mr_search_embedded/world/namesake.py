@@ -1,0 +1,381 @@
+"""The ``namesake`` embedded world (opt-in, ``MR_SEARCH_WORLD=namesake``): the default world plus questions whose
+first, natural search misses for a reason the passages state, and which a reformulated search fixes.
+
+DESIGN
+
+* Everything of the default world (``world.py``, same seed): its passages, and its training and held-out questions
+  unchanged, with the held-out ones first and in their order (the same first N per data source as before): the
+  control.
+* Namesake groups (``NamesakeConfig.groups``, 400). Two people share a name N and differ in profession: the well-known
+  one, an A (say a painter) born in city C1, whose article is titled N; and the other, a B born in C2 (another
+  country), whose article is titled with the name B is better known by, an alias L (another person name):
+
+      "Aldo Venn"   The painter Aldo Venn was born in Kumholt. The sailor Aldo Venn is better known as Drelo Kam.
+      "Drelo Kam"   Drelo Kam was a sailor born in Tarport.
+
+  ``Where was the sailor Aldo Venn born?`` (relation ``namesake_birthplace``, data source ``embedded_namesake``,
+  answer C2, gold passages N's then L's). The natural query, the asked-about name N, returns N's article first: its
+  only birthplace is the painter's, C1, a wrong answer a hasty reader gives; the same article says, in the
+  question's own words ("The sailor Aldo Venn"), which name to search instead. L's article does not contain N, so
+  a search for N does not find it; a search for L does.
+  ``Where was the painter Aldo Venn born?`` (``namesake_control``, data source ``embedded_namesake_control``,
+  answer C1, N's article only) has the same shape and is answered by the first search: retrying it only risks
+  breaking a right answer, so a policy that retries must read which case it is in.
+* Split: the questions about 10% of the groups are held out (the same 10% share as the default world's).
+* Names (the version, ``$MR_SEARCH_NAMESAKE_VERSION``, ``variant.namesake_version``): version 2 draws each N and L
+  fresh from the syllable inventory, so most of their words occur in no training question, and the small policy
+  copies such a word seldom (reports/compare_namesake/investigation.md). Version 3 (opt-in, its own cache root)
+  recombines them: the first word from the first names, the last from the surnames, of the default world's people
+  named in its training questions; N and L share no word and no full name is anyone else's. Every name word is then
+  one the policy practises copying, and a held-out group's name is still a new combination. Everything else
+  (professions, cities, passages, questions, split, the default world kept first) is version 2's: the groups are
+  drawn as in version 2, then renamed from a generator of their own, ``random.Random("namesake-names-<seed>")``.
+* Version 4 (opt-in, its own cache root): the retry decision is a presence check, not a choice between two sentences
+  that share the name. Version 3's groups and names; N's article, titled N, is about the A only, and so are three
+  more passages titled N (``PRESENCE_EXTRAS``, none naming B's profession); B's article is titled with B's profession
+  and city, and names N in the question's words, without an alias:
+
+      "Aldo Venn"           The painter Aldo Venn was born in Kumholt.
+      "Aldo Venn"           Aldo Venn worked as a painter in Kumholt for many years.   (and two more like it)
+      "Sailor from Tarport" The sailor Aldo Venn was born in Tarport.
+
+  The natural query N returns the A's passages (B's article falls below the top 3 the agent reads), none of which
+  holds the question's profession word "sailor": absent, search again with it and the name, ``namesake_query``
+  ("sailor Aldo Venn"), which ranks B's article first. A control question's profession word is in N's article. The
+  group's alias is still drawn (so the draws stay version 3's) and named nowhere; the passages are shuffled by a
+  generator of their own, so the questions, their split and order are version 3's. Gold passages: N's article then
+  B's (a retry question), N's article (a control).
+* ``python -m mr_search_embedded.world.namesake_stats`` measures (in-process or through a service) the share of
+  namesake questions whose natural query misses the gold passage and its rank for the natural and the reformulated
+  query.
+* Determinism: the default world's generator, then one ``random.Random("namesake-<seed>")``; passages are shuffled
+  together (ids reveal nothing), so two builds are byte-identical.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from mr_search_embedded.world.facts import PROFESSIONS, City, FactGraph, WorldConfig, build_facts
+from mr_search_embedded.world.names import NameGenerator
+from mr_search_embedded.world.variant import DEFAULT_NAMESAKE_VERSION, NAMESAKE_VERSIONS, namesake_version
+from mr_search_embedded.world.world import (
+    DEFAULT_SEED,
+    WORLD_VERSION,
+    WorldPaths,
+    build_world,
+    corpus_row,
+    write_rows,
+)
+
+VARIANT: Final = "namesake"
+# A new version when this generator changes: a cached world of a version no longer built (1) is rebuilt; each
+# buildable one (variant.NAMESAKE_VERSIONS) has its own cache root and is never replaced by another.
+# 2: no distractor passages for the namesake groups (v1: 80%): the dense index ranked "Travels of N" above N's own
+#    article for the bare name, so the hasty answer was the distractor's city, not the namesake's the article gives.
+# 3 (opt-in, $MR_SEARCH_NAMESAKE_VERSION=3; variant.NAMESAKE_VERSIONS): N and L recombined from the words of the
+#    people named in the default world's training questions (RECOMBINED_NAMES_VERSION).
+# 4 (opt-in): version 3's draws with the presence-check passages (PRESENCE_VERSION; no alias in any passage).
+NAMESAKE_VERSION: Final = DEFAULT_NAMESAKE_VERSION  # built when $MR_SEARCH_NAMESAKE_VERSION names none
+RECOMBINED_NAMES_VERSION: Final = 3
+PRESENCE_VERSION: Final = 4
+# Version 4's passages about the A besides N's article, all titled N: they fill the top 3 of a search for N, so B's
+# article, which names N once and not in its title, falls below it (ranks: reports/compare_namesake).
+PRESENCE_EXTRAS: Final = (
+    "{name} worked as {article} {profession} in {city} for many years.",
+    "{name} is remembered in {city} as {article} {profession} of great skill.",
+    "{name} spent most of a long life in {city}.",
+)
+RETRY_SOURCE: Final = "embedded_namesake"
+CONTROL_SOURCE: Final = "embedded_namesake_control"
+RETRY_RELATION: Final = "namesake_birthplace"
+CONTROL_RELATION: Final = "namesake_control"
+
+
+@dataclass(frozen=True)
+class NamesakeConfig:
+    """Sizes of the namesake part (the default world's own sizes are ``WorldConfig``'s defaults)."""
+
+    groups: int = 400
+    distractor_rate: float = (
+        0.0  # share of groups whose N also has a distractor passage (v1: 0.8, see NAMESAKE_VERSION)
+    )
+    test_fraction: float = 0.1  # share of groups whose two questions are held out
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.groups, int) or self.groups < 2:
+            raise ValueError(f"NamesakeConfig.groups={self.groups!r}: must be an integer >= 2")
+        if not 0.0 <= self.distractor_rate <= 1.0:
+            raise ValueError(f"NamesakeConfig.distractor_rate={self.distractor_rate!r}: must be in [0, 1]")
+        if not 0.0 < self.test_fraction < 0.5:
+            raise ValueError(f"NamesakeConfig.test_fraction={self.test_fraction!r}: must be in (0, 0.5)")
+
+
+@dataclass(frozen=True)
+class NamesakeGroup:
+    name: str  # N, shared by both
+    known_profession: str  # A: the one N's own article is about
+    known_city: str  # C1
+    other_profession: str  # B: the one better known as the alias
+    other_city: str  # C2, in another country than C1
+    alias: str  # L: the title of B's article
+
+
+def _version(version: int | None) -> int:
+    """``version``, or ``$MR_SEARCH_NAMESAKE_VERSION``'s when None; one that cannot be built raises."""
+    version = namesake_version() if version is None else version
+    if version not in NAMESAKE_VERSIONS:
+        raise ValueError(f"namesake world version {version!r}: use one of {', '.join(map(str, NAMESAKE_VERSIONS))}")
+    return version
+
+
+def namesake_meta(config: NamesakeConfig | None = None, version: int | None = None) -> dict[str, Any]:
+    """What ``meta.json`` records about the variant (a cached world whose record differs is rebuilt); ``version``
+    default: ``$MR_SEARCH_NAMESAKE_VERSION`` (``variant.namesake_version``)."""
+    return {"variant": VARIANT, "namesake_version": _version(version), "namesake": asdict(config or NamesakeConfig())}
+
+
+def _article(word: str) -> str:
+    return "an" if word[0] in "aeiou" else "a"
+
+
+class RecombinedNames:
+    """Version 3's person names: a first name from ``firsts`` and a surname from ``lasts`` (each list drawn from
+    uniformly), unique across every name ``names`` has claimed; ``person(avoid)`` shares no word with ``avoid``."""
+
+    def __init__(self, rng: random.Random, names: NameGenerator, firsts: list[str], lasts: list[str]) -> None:
+        if not firsts or not lasts:
+            raise ValueError("RecombinedNames: no first names or surnames to recombine; the world has no people")
+        self._rng, self._names, self._firsts, self._lasts = rng, names, firsts, lasts
+
+    def person(self, avoid: str = "") -> str:
+        taken = set(avoid.lower().split())
+        for _ in range(10_000):
+            first, last = self._rng.choice(self._firsts), self._rng.choice(self._lasts)
+            if {first.lower(), last.lower()} & taken or first.lower() == last.lower():
+                continue
+            name = f"{first} {last}"
+            if self._names.claim(name):
+                return name
+        raise RuntimeError("RecombinedNames: no unused combination left; lower NamesakeConfig.groups")
+
+
+def trained_name_words(graph: FactGraph, train: list[dict[str, Any]]) -> tuple[list[str], list[str]]:
+    """``(first names, surnames)``, each once in the order of ``graph.people``, of the people whose full name occurs
+    in a question of ``train`` (the default world's training questions)."""
+    text = "\n".join(str(q["question"]) for q in train)
+    people = [p.name for p in graph.people if p.name in text]
+    firsts = list(dict.fromkeys(name.split()[0] for name in people))
+    lasts = list(dict.fromkeys(name.split()[-1] for name in people))
+    return firsts, lasts
+
+
+def _groups(rng: random.Random, names: NameGenerator, cities: list[City], count: int) -> list[NamesakeGroup]:
+    out = []
+    for _ in range(count):
+        known, other = rng.sample(PROFESSIONS, 2)
+        c1 = rng.choice(cities)
+        c2 = rng.choice([c for c in cities if c.country != c1.country])
+        out.append(NamesakeGroup(names.person(), known, c1.name, other, c2.name, names.person()))
+    return out
+
+
+def _recombine(groups: list[NamesakeGroup], names: RecombinedNames) -> list[NamesakeGroup]:
+    """``groups`` with each N and L replaced by a recombined name (version 3): all else as drawn."""
+    out = []
+    for group in groups:
+        name = names.person()
+        out.append(replace(group, name=name, alias=names.person(avoid=name)))
+    return out
+
+
+def group_passages(group: NamesakeGroup) -> tuple[tuple[str, str], tuple[str, str]]:
+    """``((title, text) of N's article, (title, text) of the alias's article)`` (versions 2 and 3)."""
+    n = group.name
+    known = (
+        n,
+        f"The {group.known_profession} {n} was born in {group.known_city}. "
+        f"The {group.other_profession} {n} is better known as {group.alias}.",
+    )
+    alias = (
+        group.alias,
+        f"{group.alias} was {_article(group.other_profession)} {group.other_profession} born in {group.other_city}.",
+    )
+    return known, alias
+
+
+def presence_passages(group: NamesakeGroup) -> tuple[list[tuple[str, str]], tuple[str, str]]:
+    """Version 4: ``([(title, text) of N's article, then of each PRESENCE_EXTRAS passage], (title, text) of B's
+    article)``; only B's article names B's profession."""
+    n, known = group.name, group.known_profession
+    article = f"{n} was {_article(known)} {known} born in {group.known_city}."
+    extras = [
+        extra.format(name=n, article=_article(known), profession=known, city=group.known_city)
+        for extra in PRESENCE_EXTRAS
+    ]
+    other = (
+        f"{group.other_profession.capitalize()} from {group.other_city}",
+        f"The {group.other_profession} {n} was born in {group.other_city}.",
+    )
+    return [(n, article)] + [(n, text) for text in extras], other
+
+
+_QUESTION = re.compile(r"^Where was the (\w+) (.+) born\?$")
+
+
+def namesake_query(question: str) -> str:
+    """The query that names the person a namesake question means: its profession word and the name ("sailor Aldo
+    Venn" for "Where was the sailor Aldo Venn born?"); version 4's reformulation."""
+    found = _QUESTION.match(question.strip())
+    if found is None or found.group(1) not in PROFESSIONS:
+        raise ValueError(
+            f"namesake_query: {question!r} is not a namesake question ('Where was the <profession> <name> born?', "
+            f"profession one of {', '.join(PROFESSIONS)})"
+        )
+    return f"{found.group(1)} {found.group(2)}"
+
+
+@dataclass(frozen=True)
+class _Draws:
+    """The default world and the namesake groups drawn on top of it; ``rng`` goes on to draw the rest."""
+
+    base: tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+    graph: FactGraph
+    rng: random.Random
+    groups: list[NamesakeGroup]
+
+
+def _draw(seed: int, config: NamesakeConfig, version: int) -> _Draws:
+    base_corpus, base_train, base_test = build_world(seed, WorldConfig())
+    graph = build_facts(random.Random(seed), WorldConfig())  # the same draws build_world starts with
+    rng = random.Random(f"{VARIANT}-{seed}")
+    names = NameGenerator(rng)
+    names.reserve(row["title"] for row in base_corpus)
+    names.reserve(
+        [c.name for c in graph.countries]
+        + [c.name for c in graph.cities]
+        + graph.rivers
+        + [p.name for p in graph.people]
+        + [c.name for c in graph.companies]
+    )
+    groups = _groups(rng, names, graph.cities, config.groups)
+    if version >= RECOMBINED_NAMES_VERSION:
+        # Version 2's draws, then new names from a generator of their own: every other draw stays version 2's.
+        recombined = RecombinedNames(
+            random.Random(f"{VARIANT}-names-{seed}"), names, *trained_name_words(graph, base_train)
+        )
+        groups = _recombine(groups, recombined)
+    return _Draws((base_corpus, base_train, base_test), graph, rng, groups)
+
+
+def namesake_person_names(
+    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None, version: int | None = None
+) -> list[str]:
+    """Every person's name in the namesake world for ``seed`` and ``version`` (default:
+    ``$MR_SEARCH_NAMESAKE_VERSION``): the default world's people (twins included), then each group's shared name N
+    and alias L, in the order drawn (version 4, whose passages name no alias: N only) (pure; writes nothing)."""
+    version = _version(version)
+    draws = _draw(seed, config or NamesakeConfig(), version)
+    if version >= PRESENCE_VERSION:
+        return [p.name for p in draws.graph.people] + [g.name for g in draws.groups]
+    return [p.name for p in draws.graph.people] + [name for g in draws.groups for name in (g.name, g.alias)]
+
+
+def build_namesake_world(
+    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None, version: int | None = None
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
+    """Returns ``(corpus, train, test)`` rows of the namesake world for ``seed`` and ``version`` (default:
+    ``$MR_SEARCH_NAMESAKE_VERSION``, else 2) (pure; writes nothing)."""
+    config = config or NamesakeConfig()
+    draws_version = _version(version)
+    draws = _draw(seed, config, draws_version)
+    (base_corpus, base_train, base_test), graph, rng, groups = draws.base, draws.graph, draws.rng, draws.groups
+
+    # (title, text) of every passage: the default world's first (their old ids are their positions here).
+    passages = [(row["title"], row["text"]) for row in base_corpus]
+    questions: list[tuple[NamesakeGroup, dict[str, Any]]] = []
+    countries = {c.name: c.country for c in graph.cities}
+    for group in groups:
+        if draws_version >= PRESENCE_VERSION:
+            about_known, other = presence_passages(group)
+            known_id, alias_id = len(passages), len(passages) + len(about_known)
+            passages += [*about_known, other]
+        else:
+            (known_title, known_text), (alias_title, alias_text) = group_passages(group)
+            known_id, alias_id = len(passages), len(passages) + 1
+            passages += [(known_title, known_text), (alias_title, alias_text)]
+        if rng.random() < config.distractor_rate:
+            avoid = {countries[group.known_city], countries[group.other_city]}
+            elsewhere = rng.choice([c.name for c in graph.cities if c.country not in avoid])
+            passages.append(
+                (f"Travels of {group.name}", f"{group.name} travelled to {elsewhere} one winter to visit a cousin.")
+            )
+        retry = {
+            "question": f"Where was the {group.other_profession} {group.name} born?",
+            "golden_answers": [group.other_city],
+            "gold_doc_ids": [known_id, alias_id],
+            "data_source": RETRY_SOURCE,
+            "relation": RETRY_RELATION,
+        }
+        control = {
+            "question": f"Where was the {group.known_profession} {group.name} born?",
+            "golden_answers": [group.known_city],
+            "gold_doc_ids": [known_id],
+            "data_source": CONTROL_SOURCE,
+            "relation": CONTROL_RELATION,
+        }
+        questions += [(group, retry), (group, control)]
+
+    order = list(range(len(passages)))
+    if draws_version >= PRESENCE_VERSION:
+        # More passages than version 3: shuffled by a generator of their own, while ``rng`` makes the draws version
+        # 3's shuffle made (a shuffle's draws depend on the length alone), so it goes on to draw version 3's split
+        # and question order.
+        rng.shuffle(list(range(len(passages) - len(groups) * len(PRESENCE_EXTRAS))))
+        random.Random(f"{VARIANT}-passages-{seed}").shuffle(order)
+    else:
+        rng.shuffle(order)  # ids must not reveal the kind of passage
+    new_id = {old: new for new, old in enumerate(order)}
+    corpus = [corpus_row(new, *passages[old]) for new, old in enumerate(order)]
+
+    def remap(row: dict[str, Any]) -> dict[str, Any]:
+        return {**row, "gold_doc_ids": [str(new_id[int(i)]) for i in row["gold_doc_ids"]]}
+
+    held_out = {g.name for g in rng.sample(groups, max(1, round(config.test_fraction * len(groups))))}
+    new_train = [_row("train", i, q) for i, (g, q) in enumerate(x for x in questions if x[0].name not in held_out)]
+    new_test = [_row("test", i, q) for i, (g, q) in enumerate(x for x in questions if x[0].name in held_out)]
+    rng.shuffle(new_train)
+    rng.shuffle(new_test)
+    train = [remap(r) for r in base_train] + [remap(r) for r in new_train]
+    rng.shuffle(train)
+    # The default world's held-out questions first and in their order: the control is the same question list.
+    test = [remap(r) for r in base_test] + [remap(r) for r in new_test]
+    return corpus, train, test
+
+
+def _row(split: str, index: int, q: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "id": f"namesake-{split}-{index:05d}",
+        "question": q["question"],
+        "golden_answers": q["golden_answers"],
+        "gold_doc_ids": q["gold_doc_ids"],
+        "hops": len(q["gold_doc_ids"]),
+        "data_source": q["data_source"],
+        "relation": q["relation"],
+    }
+
+
+def write_namesake_world(
+    out_dir: Path | str, *, seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None, version: int | None = None
+) -> WorldPaths:
+    """Builds the namesake world for ``seed`` and ``version`` (default: ``$MR_SEARCH_NAMESAKE_VERSION``) and writes it
+    (``world.write_rows``) to ``out_dir``."""
+    config = config or NamesakeConfig()
+    version = _version(version)
+    corpus, train, test = build_namesake_world(seed, config, version)
+    meta = {"version": WORLD_VERSION, "seed": seed, "config": asdict(WorldConfig()), **namesake_meta(config, version)}
+    return write_rows(out_dir, corpus, train, test, meta)

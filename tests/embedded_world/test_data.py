@@ -1,0 +1,61 @@
+"""The embedded world as verl parquet: RL layout, prompts, golds, caching."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from mr_search.data.rows import make_row
+from mr_search.prompts import question_prompt
+from mr_search_embedded.data import ensure_embedded_parquet
+
+
+@pytest.fixture(scope="module")
+def parquet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+    cache = tmp_path_factory.mktemp("cache")
+    train, test = ensure_embedded_parquet(cache)
+    return cache, train, test
+
+
+def test_rows_follow_the_rl_layout(parquet: tuple[Path, Path, Path]) -> None:
+    cache, train, test = parquet
+    world_test = [json.loads(line) for line in (cache / "world" / "test.jsonl").read_text().splitlines()]
+    frame = pd.read_parquet(test)
+    assert list(frame.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info", "agent_name"]
+    assert len(frame) == len(world_test)
+    row, source = frame.iloc[3], world_test[3]
+    assert row["data_source"] == source["data_source"]
+    assert list(row["prompt"]) == [{"role": "user", "content": question_prompt(source["question"])}]
+    assert row["ability"] == "fact-reasoning" and row["agent_name"] == "mr_search"
+    assert row["reward_model"]["style"] == "rule"
+    assert list(row["reward_model"]["ground_truth"]["target"]) == source["golden_answers"]
+    info = row["extra_info"]
+    assert info["split"] == "test" and info["index"] == 3 and info["question"] == source["question"]
+    assert list(info["gold_doc_ids"]) == source["gold_doc_ids"]
+    assert set(frame["data_source"]) == {"embedded_1hop", "embedded_2hop"}
+    assert len(pd.read_parquet(train)) > len(frame)
+
+
+def test_second_call_reuses_the_cache(parquet: tuple[Path, Path, Path]) -> None:
+    cache, train, test = parquet
+    stamps = train.stat().st_mtime_ns, test.stat().st_mtime_ns
+    assert ensure_embedded_parquet(cache) == (train, test)
+    assert (train.stat().st_mtime_ns, test.stat().st_mtime_ns) == stamps
+
+
+def test_a_changed_world_rewrites_the_parquet(tmp_path: Path) -> None:
+    train, _ = ensure_embedded_parquet(tmp_path)
+    stamp = tmp_path / "data" / "embedded" / "stamp.json"
+    stamp.write_text(json.dumps({"format": 0}))
+    before = train.stat().st_mtime_ns
+    ensure_embedded_parquet(tmp_path)
+    assert train.stat().st_mtime_ns != before
+    assert json.loads(stamp.read_text())["format"] != 0
+
+
+def test_make_row_rejects_a_question_without_answers() -> None:
+    with pytest.raises(ValueError, match="no non-empty golden answer"):
+        make_row(question="Who?", golden_answers=["  "], data_source="nq", index=0, split="train")

@@ -1,0 +1,69 @@
+"""The tiny local policy: deterministic, chat template with ChatML boundaries, tags as single tokens."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+from transformers import AutoModelForCausalLM, AutoTokenizer
+
+from mr_search import prompts
+from mr_search_embedded.tiny_model import TinyModelConfig, ensure_tiny_model
+
+TEXTS = [prompts.question_prompt("Where was Aldo Venn born?"), prompts.REFLECTION_PROMPT] * 20
+SMALL = TinyModelConfig(vocab_size=600, hidden_size=32, intermediate_size=64, num_attention_heads=2)
+
+
+def _digest(folder: Path) -> dict[str, str]:
+    return {p.name: hashlib.sha256(p.read_bytes()).hexdigest() for p in sorted(folder.iterdir()) if p.is_file()}
+
+
+def test_build_is_deterministic(tmp_path: Path) -> None:
+    a = ensure_tiny_model(tmp_path / "a", texts=TEXTS, config=SMALL)
+    b = ensure_tiny_model(tmp_path / "b", texts=TEXTS, config=SMALL)
+    assert _digest(a) == _digest(b)
+
+
+def test_chat_template_and_tags(tmp_path: Path) -> None:
+    folder = ensure_tiny_model(tmp_path / "m", texts=TEXTS, config=SMALL)
+    tok = AutoTokenizer.from_pretrained(folder)
+    text = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True)
+    assert text == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+    assert tok.eos_token == "<|im_end|>" and tok.pad_token == "<|endoftext|>"
+    for tag in ("<search>", "</search>", "</answer>"):
+        assert len(tok.encode(tag, add_special_tokens=False)) == 1
+    ids = tok.encode("<search> Aldo Venn </search>", add_special_tokens=False)
+    assert tok.decode(ids) == "<search> Aldo Venn </search>"
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert model.config.vocab_size == len(tok)
+
+
+def test_invalid_config_names_the_problem() -> None:
+    with pytest.raises(ValueError, match="divisible"):
+        TinyModelConfig(hidden_size=30, num_attention_heads=4)
+
+
+def test_named_policy_shapes() -> None:
+    from mr_search_embedded.tiny_model import POLICY_SHAPES, policy_shape
+
+    assert policy_shape("tiny") == TinyModelConfig()
+    small = policy_shape("small")
+    assert small.num_hidden_layers == 2 * TinyModelConfig().num_hidden_layers
+    assert small.intermediate_size == 2 * TinyModelConfig().intermediate_size
+    wide = policy_shape("wide")
+    assert (wide.hidden_size, wide.intermediate_size) == (2 * small.hidden_size, 2 * small.intermediate_size)
+    assert wide.num_hidden_layers == small.num_hidden_layers and wide.hidden_size // wide.num_attention_heads == 32
+    with pytest.raises(ValueError, match="unknown tiny policy shape 'huge'; use one of tiny, small, wide"):
+        policy_shape("huge")
+    assert set(POLICY_SHAPES) == {"tiny", "small", "wide"}
+
+
+def test_an_opt_in_world_gets_its_own_cache_root(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from mr_search_embedded.tiny_model import cache_root
+
+    monkeypatch.setenv("MR_SEARCH_CACHE", str(tmp_path))
+    monkeypatch.delenv("MR_SEARCH_WORLD", raising=False)
+    assert cache_root() == tmp_path
+    monkeypatch.setenv("MR_SEARCH_WORLD", "namesake")
+    assert cache_root() == tmp_path / "worlds" / "namesake"
