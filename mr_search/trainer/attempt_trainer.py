@@ -23,12 +23,13 @@ from mr_search.advantage import ESTIMATOR_NAME, AdvantageConfig, credited_attemp
 from mr_search.advantage import register as register_estimator
 from mr_search.advantage.episodes import episode_rows
 from mr_search.agent.config import EpisodeConfig
+from mr_search.config_checks import subtree
 from mr_search.contract import COLUMNS
 from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
 from mr_search.trainer.metrics import attempt_statistics, episode_statistics
 from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
-from mr_search.trainer.startup import check_training_options, replay_poll_seconds, subtree
+from mr_search.trainer.startup import check_training_options, replay_poll_seconds
 from mr_search.trainer.validation import validation_speed
 
 logger = logging.getLogger(__name__)
