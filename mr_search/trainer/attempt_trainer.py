@@ -180,28 +180,30 @@ class MRSearchTrainer(PPOTrainerSync):
         return episode_statistics(extra_fields, uids)
 
     def _attempt_advantages(self, data: DataProto, attempts: AttemptBatch, metrics: dict) -> torch.Tensor:
-        """Calls the registered estimator with the attempt columns; logs per-attempt statistics."""
+        """Per-attempt advantages, computed once: spread over the tokens by the registered estimator, and logged."""
         token_rewards = data.batch["token_level_rewards"]
         response_mask = data.batch["response_mask"]
+        uids = data.non_tensor_batch["uid"]
         rewards = attempts.rewards.to(token_rewards.dtype)
         if self.config.algorithm.use_kl_in_reward:
             # The KL penalty verl put on each token counts towards the reward of the token's attempt.
             penalty = (token_rewards - data.batch["token_level_scores"]) * response_mask
             rewards = rewards + attempt_token_sums(penalty, attempts.attempt_ids, rewards.shape[1])
+        with torch.no_grad():
+            per_attempt = per_attempt_advantages(
+                rewards, attempts.status, uids, self.advantage_config, attempts.episode_ids
+            )
         estimator = core_algos.get_adv_estimator_fn(ESTIMATOR_NAME)
         advantages, _ = estimator(
             token_level_rewards=token_rewards,
             response_mask=response_mask,
-            index=data.non_tensor_batch["uid"],
+            index=uids,
             config=self.advantage_config,
             attempt_ids=attempts.attempt_ids,
             attempt_rewards=rewards,
             attempt_status=attempts.status,
             episode_ids=attempts.episode_ids,
-        )
-        uids = data.non_tensor_batch["uid"]
-        per_attempt = per_attempt_advantages(
-            rewards, attempts.status, uids, self.advantage_config, attempts.episode_ids
+            per_attempt=per_attempt,
         )
         credited, present = credited_attempts(rewards, attempts.status, self.advantage_config.truncated)
         # Per-attempt statistics over one row per meta-episode; token statistics over every row.
