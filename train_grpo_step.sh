@@ -39,7 +39,7 @@ RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"  # seconds to wait for
 
 # --- algorithm ------------------------------------------------------------------------------------------------------
 ATTEMPTS="${ATTEMPTS:-}"                      # K attempts per meta-episode (paper: 3); 1 = Search-R1 baseline
-GAMMA="${GAMMA:-}"                            # discount over later attempts (paper: 1.0; ablation: 0)
+GAMMA="${GAMMA:-}"                            # attempt discount, mr_search.advantage.gamma (paper: 1.0; ablation: 0)
 GROUP_SIZE="${GROUP_SIZE:-}"                  # n trajectories per question (paper: 5; embedded: 4)
 ADV_ESTIMATOR="${ADV_ESTIMATOR:-mr_search}"   # mr_search at any K (grpo: Search-R1's own estimator at K = 1)
 LR="${LR:-}"                                  # actor learning rate (paper: 1e-6)
@@ -261,7 +261,6 @@ add actor_rollout_ref.model.path "$MODEL_PATH"
 add mr_search.episode.attempts "$ATTEMPTS"
 add mr_search.episode.max_turns_per_attempt "$MAX_TURNS"
 add mr_search.advantage.gamma "$GAMMA"
-add algorithm.gamma "$GAMMA"
 add actor_rollout_ref.rollout.n "$GROUP_SIZE"
 add actor_rollout_ref.actor.optim.lr "$LR"
 add data.train_batch_size "$TRAIN_BATCH_SIZE"

@@ -89,3 +89,9 @@ def from_mapping(cls: type[T], config: Any, section: str) -> T:
     if unknown:
         raise ValueError(f"{section}: unknown key(s) {unknown}; valid keys are {valid}")
     return cls(**dict(config))
+
+
+def subtree(config: Any, name: str) -> Any:
+    """``mr_search.<name>`` of the training config (an OmegaConf node, a dict, anything with ``get``), or None."""
+    parent = config.get("mr_search") if hasattr(config, "get") else None
+    return parent.get(name) if hasattr(parent, "get") else None

@@ -31,6 +31,7 @@ def compute_mr_search_advantage(
     attempt_rewards: torch.Tensor | None = None,
     attempt_status: torch.Tensor | None = None,
     episode_ids: torch.Tensor | None = None,
+    per_attempt: torch.Tensor | None = None,
     **_: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """verl advantage estimator: per-attempt credit spread over each attempt's tokens.
@@ -51,6 +52,9 @@ def compute_mr_search_advantage(
         episode_ids: int ``[B]`` meta-episode of each row (unique within its group); rows with the same group and
             episode id are one meta-episode trained as several rows, counted once in the baseline. None: one row
             per meta-episode.
+        per_attempt: float ``[B, K]`` the attempt advantages when the caller has already computed them with
+            ``per_attempt_advantages`` (the MR-Search trainer, which also logs them); only spread over the tokens
+            then. None: computed here from ``attempt_rewards`` and ``attempt_status``.
 
     Returns:
         ``(advantages, returns)``, both float ``[B, T]`` and equal (outcome estimators have no critic).
@@ -61,14 +65,15 @@ def compute_mr_search_advantage(
     if index is None:
         raise ValueError("the mr_search estimator needs the group index (verl passes data.non_tensor_batch['uid'])")
     options = config if isinstance(config, AdvantageConfig) else AdvantageConfig()
-    if attempt_ids is None or attempt_rewards is None or attempt_status is None:
+    if attempt_ids is None or (per_attempt is None and (attempt_rewards is None or attempt_status is None)):
         raise ValueError(_MISSING_COLUMNS)
     if isinstance(index, (np.ndarray, list, tuple)):
         index = np.asarray(index, dtype=object)
     with torch.no_grad():
-        rewards = attempt_rewards.to(token_level_rewards.dtype)
-        per_attempt = per_attempt_advantages(rewards, attempt_status, index, options, episode_ids)
-        advantages = spread_to_tokens(per_attempt, attempt_ids, response_mask)
+        if per_attempt is None:
+            rewards = attempt_rewards.to(token_level_rewards.dtype)
+            per_attempt = per_attempt_advantages(rewards, attempt_status, index, options, episode_ids)
+        advantages = spread_to_tokens(per_attempt.to(token_level_rewards.dtype), attempt_ids, response_mask)
     return advantages, advantages
 
 

@@ -19,6 +19,7 @@ from mr_search.agent.segments import ContextSegment, note_turn, training_rows
 from mr_search.agent.state import AttemptRecord, EpisodeState, Phase
 from mr_search.agent.tokens import EnvEncoder, Transcript, single_token_stops
 from mr_search.agent.trace import Tracer
+from mr_search.config_checks import subtree
 from mr_search.contract import GENERATION_TIMEOUTS, SEARCH_RECORD, AttemptStatus
 from mr_search.retrieval_client import RetrievalClient, RetrieverConfig, SearchOutcome, shared_client
 from mr_search.reward import RewardConfig, exact_match, gold_answers, token_f1
@@ -53,11 +54,6 @@ def _encoder_for(tokenizer: Any, chat_template_kwargs: dict[str, Any]) -> EnvEnc
     return cached[1]
 
 
-def _subtree(config: Any, name: str) -> Any:
-    mr_search = config.get("mr_search") if hasattr(config, "get") else None
-    return mr_search.get(name) if mr_search is not None else None
-
-
 class MRSearchAgentLoop(AgentLoopBase):
     """verl agent loop for MR-Search meta-episodes (METHOD.md §1-3).
 
@@ -81,9 +77,9 @@ class MRSearchAgentLoop(AgentLoopBase):
         **kwargs: Any,
     ) -> None:
         super().__init__(*args, **kwargs)
-        self.episode = episode_config or EpisodeConfig.from_config(_subtree(self.config, "episode"))
-        self.reward = reward_config or RewardConfig.from_config(_subtree(self.config, "reward"))
-        self.retriever_config = RetrieverConfig.from_config(_subtree(self.config, "retriever"))
+        self.episode = episode_config or EpisodeConfig.from_config(subtree(self.config, "episode"))
+        self.reward = reward_config or RewardConfig.from_config(subtree(self.config, "reward"))
+        self.retriever_config = RetrieverConfig.from_config(subtree(self.config, "retriever"))
         self._retrieval_client = retrieval_client
         self.env = _encoder_for(self.tokenizer, self.apply_chat_template_kwargs)
         self.response_length = int(self.rollout_config.response_length)

@@ -23,12 +23,13 @@ from mr_search.advantage import ESTIMATOR_NAME, AdvantageConfig, credited_attemp
 from mr_search.advantage import register as register_estimator
 from mr_search.advantage.episodes import episode_rows
 from mr_search.agent.config import EpisodeConfig
+from mr_search.config_checks import subtree
 from mr_search.contract import COLUMNS
 from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
 from mr_search.trainer.metrics import attempt_statistics, episode_statistics
 from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
-from mr_search.trainer.startup import check_training_options, replay_poll_seconds, subtree
+from mr_search.trainer.startup import check_training_options, replay_poll_seconds
 from mr_search.trainer.validation import validation_speed
 
 logger = logging.getLogger(__name__)
@@ -179,28 +180,30 @@ class MRSearchTrainer(PPOTrainerSync):
         return episode_statistics(extra_fields, uids)
 
     def _attempt_advantages(self, data: DataProto, attempts: AttemptBatch, metrics: dict) -> torch.Tensor:
-        """Calls the registered estimator with the attempt columns; logs per-attempt statistics."""
+        """Per-attempt advantages, computed once: spread over the tokens by the registered estimator, and logged."""
         token_rewards = data.batch["token_level_rewards"]
         response_mask = data.batch["response_mask"]
+        uids = data.non_tensor_batch["uid"]
         rewards = attempts.rewards.to(token_rewards.dtype)
         if self.config.algorithm.use_kl_in_reward:
             # The KL penalty verl put on each token counts towards the reward of the token's attempt.
             penalty = (token_rewards - data.batch["token_level_scores"]) * response_mask
             rewards = rewards + attempt_token_sums(penalty, attempts.attempt_ids, rewards.shape[1])
+        with torch.no_grad():
+            per_attempt = per_attempt_advantages(
+                rewards, attempts.status, uids, self.advantage_config, attempts.episode_ids
+            )
         estimator = core_algos.get_adv_estimator_fn(ESTIMATOR_NAME)
         advantages, _ = estimator(
             token_level_rewards=token_rewards,
             response_mask=response_mask,
-            index=data.non_tensor_batch["uid"],
+            index=uids,
             config=self.advantage_config,
             attempt_ids=attempts.attempt_ids,
             attempt_rewards=rewards,
             attempt_status=attempts.status,
             episode_ids=attempts.episode_ids,
-        )
-        uids = data.non_tensor_batch["uid"]
-        per_attempt = per_attempt_advantages(
-            rewards, attempts.status, uids, self.advantage_config, attempts.episode_ids
+            per_attempt=per_attempt,
         )
         credited, present = credited_attempts(rewards, attempts.status, self.advantage_config.truncated)
         # Per-attempt statistics over one row per meta-episode; token statistics over every row.

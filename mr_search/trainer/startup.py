@@ -8,6 +8,7 @@ from typing import Any
 from omegaconf import OmegaConf
 
 from mr_search.agent.config import EpisodeConfig
+from mr_search.config_checks import subtree
 
 logger = logging.getLogger(__name__)
 
@@ -20,15 +21,6 @@ MICRO_BATCH_KEYS = (
     ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "data.train_batch_size"),
     ("actor_rollout_ref.ref.log_prob_micro_batch_size_per_gpu", "data.train_batch_size"),
 )
-
-
-def subtree(config: Any, name: str) -> Any:
-    """``mr_search.<name>`` of the training config (an OmegaConf node or a dict), or None."""
-    if OmegaConf.is_config(config):
-        return OmegaConf.select(config, f"mr_search.{name}", default=None)
-    if isinstance(config, dict):
-        return (config.get("mr_search") or {}).get(name)
-    return None
 
 
 def check_training_options(config: Any) -> None:

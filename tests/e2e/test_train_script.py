@@ -40,6 +40,13 @@ def test_attempts_1_is_the_same_method_at_k1(run_script, tmp_path):
     assert "algorithm.adv_estimator=grpo" in grpo
 
 
+def test_gamma_sets_the_attempt_discount_only(run_script, tmp_path):
+    """GAMMA is the attempt-level estimator's discount; verl's algorithm.gamma (GAE's discount) is left alone."""
+    command = _dry(run_script, tmp_path, GAMMA="0")
+    assert "mr_search.advantage.gamma=0" in command
+    assert not any(arg.startswith("algorithm.gamma=") for arg in command)
+
+
 def test_a_given_model_on_cpu_keeps_the_embedded_sizes(run_script, tmp_path):
     command = _dry(run_script, tmp_path, MODEL_PATH="/models/mine", TRAIN_FILE="/data/train.parquet")
     assert "--config-name=mr_search_embedded" in command

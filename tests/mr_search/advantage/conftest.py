@@ -90,7 +90,7 @@ def reference() -> Callable[..., list[list[float]]]:
 def spread_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
     """Runs a test on both CPU paths of spread_to_tokens: the numba kernel and torch's gather (numba missing)."""
     if request.param == "torch":
-        from mr_search.advantage import core
+        from mr_search.advantage import cpu_tuning
 
-        monkeypatch.setattr(core, "compiled_kernel", lambda: None)
+        monkeypatch.setattr(cpu_tuning, "compiled_kernel", lambda: None)
     return request.param

@@ -172,13 +172,13 @@ def test_spread_to_tokens_row_ranges_on_worker_threads_match_a_plain_loop(thread
 
 def test_spread_to_tokens_uses_the_compiled_kernel_on_cpu() -> None:
     # numba is a dependency: without it the CPU path silently falls back to a ~3x slower gather.
-    from mr_search.advantage import core
+    from mr_search.advantage import cpu_tuning
 
     ids, mask = torch.tensor([[0, 1, -1]]), torch.tensor([[1, 1, 1]])
-    assert core._compiled_spread(_t([[0.0, 1.0, 2.0]]), ids, mask) is not None
+    assert cpu_tuning._compiled_spread(_t([[0.0, 1.0, 2.0]]), ids, mask) is not None
     # Tensors numba cannot read take the torch path with the same result.
-    assert core._compiled_spread(_t([[0.0, 1.0, 2.0]]).requires_grad_(), ids, mask) is None
-    assert core._compiled_spread(_t([[0.0, 1.0, 2.0]]), ids, mask.to(torch.bfloat16)) is None
+    assert cpu_tuning._compiled_spread(_t([[0.0, 1.0, 2.0]]).requires_grad_(), ids, mask) is None
+    assert cpu_tuning._compiled_spread(_t([[0.0, 1.0, 2.0]]), ids, mask.to(torch.bfloat16)) is None
     tokens = spread_to_tokens(_t([[1.0, 2.0]]), ids, mask.to(torch.bfloat16))
     assert tokens.tolist() == [[1.0, 2.0, 0.0]]
 

@@ -11,7 +11,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mr_search.advantage import attempt_advantages, core, spread_to_tokens
+from mr_search.advantage import attempt_advantages, cpu_tuning, spread_to_tokens
 
 
 @st.composite
@@ -98,7 +98,7 @@ def test_spread_to_tokens_matches_a_loop(data: st.DataObject) -> None:
     )
     advantages = torch.randn(num_rows, num_attempts, dtype=torch.float64)
     compiled = spread_to_tokens(advantages, torch.tensor(ids), torch.tensor(mask))
-    with mock.patch.object(core, "compiled_kernel", lambda: None):  # torch's gather, the path without numba
+    with mock.patch.object(cpu_tuning, "compiled_kernel", lambda: None):  # torch's gather, the path without numba
         gathered = spread_to_tokens(advantages, torch.tensor(ids), torch.tensor(mask))
     for got in (compiled, gathered):
         for b in range(num_rows):

@@ -117,6 +117,29 @@ def test_attempt_columns_reach_the_estimator() -> None:
     assert torch.equal(advantages, returns)
 
 
+def test_given_attempt_advantages_are_spread_not_computed_again() -> None:
+    # The MR-Search trainer computes them once (it logs them too) and hands them over with the columns.
+    mask = torch.tensor([[1, 1, 0, 1, 1], [1, 0, 1, 1, 0]])
+    ids = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 1, 1, -1]])
+    columns = {
+        "token_level_rewards": torch.zeros(2, 5),
+        "response_mask": mask,
+        "index": np.array(["q", "q"], dtype=object),
+        "config": AdvantageConfig(gamma=0.0),
+        "attempt_ids": ids,
+        "attempt_rewards": torch.tensor([[0.0, 1.0], [0.0, 0.0]]),
+        "attempt_status": torch.tensor([[1, 1], [1, 1]]),
+    }
+    computed, _ = compute_mr_search_advantage(**columns)
+    per_attempt = advantage.per_attempt_advantages(
+        columns["attempt_rewards"], columns["attempt_status"], columns["index"], columns["config"]
+    )
+    given, _ = compute_mr_search_advantage(**columns, per_attempt=per_attempt)
+    assert torch.equal(given, computed)
+    spread, _ = compute_mr_search_advantage(**columns, per_attempt=torch.tensor([[2.0, 3.0], [4.0, 5.0]]))
+    assert spread.tolist() == [[2.0, 2.0, 0.0, 3.0, 3.0], [4.0, 0.0, 5.0, 5.0, 0.0]]
+
+
 def test_without_attempt_columns_it_is_an_error_not_a_fallback() -> None:
     # algorithm.adv_estimator=mr_search under verl's own trainer (trainer.v1.trainer_mode=sync): verl's
     # compute_advantage passes no per-attempt columns, and the estimator must refuse rather than train

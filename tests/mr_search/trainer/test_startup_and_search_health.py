@@ -8,11 +8,29 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
+from mr_search.config_checks import subtree
 from mr_search.contract import SEARCH_RECORD, SEGMENT
 from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.metrics import episode_statistics
 from mr_search.trainer.search_health import SearchFailures, check_search_failures, search_failures
 from mr_search.trainer.startup import check_training_options, largest_divisor_up_to, replay_poll_seconds
+
+
+def test_one_subtree_helper_reads_the_mr_search_options_for_trainer_and_agent_loop() -> None:
+    import mr_search.agent.loop as loop
+    import mr_search.trainer.attempt_trainer as attempt_trainer
+    import mr_search.trainer.startup as startup
+
+    assert loop.subtree is subtree and startup.subtree is subtree and attempt_trainer.subtree is subtree
+    node = OmegaConf.create({"mr_search": {"episode": {"attempts": 2}, "reward": None}})
+    OmegaConf.set_struct(node, True)
+    assert subtree(node, "episode") == {"attempts": 2}
+    assert subtree(node, "reward") is None
+    assert subtree(node, "retriever") is None  # absent, even in struct mode
+    assert subtree(OmegaConf.create({}), "episode") is None
+    assert subtree({"mr_search": {"episode": {"attempts": 2}}}, "episode") == {"attempts": 2}
+    assert subtree({"mr_search": None}, "episode") is None
+    assert subtree(None, "episode") is None
 
 
 @pytest.mark.parametrize("episode", [{"context": "previous_attempt"}, {"max_context_tokens": 4096}])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import hashlib
 import inspect
 import itertools
+import sys
 
 import numpy as np
 import pytest
@@ -16,6 +17,7 @@ from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
 from mr_search.advantage import AdvantageConfig, attempt_advantages
 from mr_search.advantage import register as register_estimator
+from mr_search.advantage.core import attempt_advantages as formula
 from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, EPISODE_ID
 from mr_search.trainer.attempt_trainer import (
     MRSearchTrainer,
@@ -40,6 +42,55 @@ TRAJECTORIES = {
 # (1, 0, 1) give (0.5, -1, 0.5), its attempt 2 (b1, b2 only) gives (1, -1).
 _PER_TOKEN = ("response_mask", "rm_scores", "old_log_probs", "ref_log_prob", ATTEMPT_IDS)
 EXPECTED = {"a1": [1.0, 1.0], "a2": [-1.0, -1.0], "b1": [1.5, 1.0], "b2": [-2.0, -1.0], "b3": [0.5, 0.0]}
+
+# The step's metrics on the ``batch`` fixture as the trainer logged them when it computed the attempt advantages twice
+# (once in the estimator, once for the metrics), recorded at 4cc009f: computing them once must not change a value.
+RECORDED_METRICS = {
+    "plain": {
+        "mr_search/attempt_1/adv_max": 1.5,
+        "mr_search/attempt_1/adv_mean": 0.0,
+        "mr_search/attempt_1/adv_min": -2.0,
+        "mr_search/attempt_1/adv_nonzero_frac": 1.0,
+        "mr_search/attempt_1/adv_std": 1.3038404810405297,
+        "mr_search/attempt_1/present_frac": 1.0,
+        "mr_search/attempt_1/reward_mean": 0.4,
+        "mr_search/attempt_1/trained_tokens": 8.0,
+        "mr_search/attempt_2/adv_max": 1.0,
+        "mr_search/attempt_2/adv_mean": 0.0,
+        "mr_search/attempt_2/adv_min": -1.0,
+        "mr_search/attempt_2/adv_nonzero_frac": 1.0,
+        "mr_search/attempt_2/adv_std": 1.0,
+        "mr_search/attempt_2/present_frac": 0.8,
+        "mr_search/attempt_2/reward_mean": 0.5,
+        "mr_search/attempt_2/trained_tokens": 8.0,
+        "mr_search/num_attempts": 2.0,
+        "mr_search/token_adv_abs_mean": 1.09375,
+        "mr_search/token_adv_mean": 0.09375,
+    },
+    "kl": {
+        "actor/reward_kl_penalty": 0.16666670143604279,
+        "actor/reward_kl_penalty_coeff": 0.5,
+        "mr_search/attempt_1/adv_max": 1.399999976158142,
+        "mr_search/attempt_1/adv_mean": 1.1920928955078126e-08,
+        "mr_search/attempt_1/adv_min": -1.8499999046325684,
+        "mr_search/attempt_1/adv_nonzero_frac": 1.0,
+        "mr_search/attempt_1/adv_std": 1.2004165513540528,
+        "mr_search/attempt_1/present_frac": 1.0,
+        "mr_search/attempt_1/reward_mean": 0.23999996185302735,
+        "mr_search/attempt_1/trained_tokens": 8.0,
+        "mr_search/attempt_2/adv_max": 1.0,
+        "mr_search/attempt_2/adv_mean": 0.0,
+        "mr_search/attempt_2/adv_min": -1.0,
+        "mr_search/attempt_2/adv_nonzero_frac": 1.0,
+        "mr_search/attempt_2/adv_std": 0.9055384927506,
+        "mr_search/attempt_2/present_frac": 0.8,
+        "mr_search/attempt_2/reward_mean": 0.2999999523162842,
+        "mr_search/attempt_2/trained_tokens": 8.0,
+        "mr_search/num_attempts": 2.0,
+        "mr_search/token_adv_abs_mean": 0.9937499687075615,
+        "mr_search/token_adv_mean": 0.06875000149011612,
+    },
+}
 
 
 def _row(name: str) -> dict:
@@ -252,3 +303,38 @@ def test_a_meta_episode_split_into_rows_gets_the_same_advantages_and_counts_once
     assert metrics["mr_search/attempt_2/reward_mean"] == pytest.approx(0.5)
     assert metrics["mr_search/attempt_1/adv_max"] == pytest.approx(1.5)
     assert metrics["mr_search/attempt_1/trained_tokens"] == 8.0
+
+
+def _step_metrics(trainer: MRSearchTrainer, batch: KVBatchMeta, kl: bool) -> dict:
+    if kl:
+        trainer.kl_ctrl_in_reward = core_algos.FixedKLController(kl_coef=0.5)
+    metrics: dict = {}
+    trainer._compute_advantage(batch, metrics)
+    return metrics
+
+
+@pytest.mark.parametrize("kl", [False, True], ids=["plain", "kl"])
+def test_attempt_advantages_are_computed_once_a_step(fake_tq, batch: KVBatchMeta, monkeypatch, kl: bool) -> None:
+    """One computation feeds both the tokens' advantages and the per-attempt metrics."""
+    calls = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return formula(*args, **kwargs)
+
+    # Every loaded mr_search module that holds the formula gets the counting wrapper, wherever a second call hides.
+    for name, module in list(sys.modules.items()):
+        if name.startswith("mr_search") and getattr(module, "attempt_advantages", None) is formula:
+            monkeypatch.setattr(module, "attempt_advantages", counted)
+    metrics = _step_metrics(_trainer(fake_tq, use_kl_in_reward=kl), batch, kl)
+    assert len(calls) == 1, f"the attempt advantages were computed {len(calls)} times in one step"
+    assert metrics["mr_search/attempt_1/adv_max"] > 0
+
+
+@pytest.mark.parametrize("kl", [False, True], ids=["plain", "kl"])
+def test_step_metrics_are_the_recorded_ones(fake_tq, batch: KVBatchMeta, kl: bool) -> None:
+    metrics = _step_metrics(_trainer(fake_tq, use_kl_in_reward=kl), batch, kl)
+    recorded = RECORDED_METRICS["kl" if kl else "plain"]
+    assert sorted(metrics) == sorted(recorded)
+    for key, value in recorded.items():
+        assert metrics[key] == pytest.approx(value, rel=1e-9, abs=1e-12), key

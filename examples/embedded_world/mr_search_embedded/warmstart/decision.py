@@ -41,7 +41,7 @@ from mr_search_embedded.warmstart.transcripts import (
     THINK_PRESENT,
     THINK_RETRY,
     THINK_SEARCH,
-    Transcript,
+    ScriptedTranscript,
     TranscriptBuilder,
     TranscriptConfig,
     Turn,
@@ -97,7 +97,7 @@ def balanced_rows(
     return rows
 
 
-def decision_transcript(builder: TranscriptBuilder, row: Mapping[str, Any]) -> Transcript:
+def decision_transcript(builder: TranscriptBuilder, row: Mapping[str, Any]) -> ScriptedTranscript:
     """``row``'s right one-attempt transcript (``builder`` with ``namesake_copy``) cut right after the thought that
     follows N's article: the search for N, the passages, and the model turn ``<think> ... </think>`` (its action,
     the alias's search or the answer, is left out)."""
@@ -118,12 +118,12 @@ def decision_transcripts(
     count: int,
     config: TranscriptConfig,
     seed: int = 0,
-) -> list[Transcript]:
+) -> list[ScriptedTranscript]:
     """``count`` decision windows as transcripts (``balanced_rows``; deterministic for a seed): one attempt each,
     ending with the thought after N's article (``config`` with ``namesake_copy``; its attempts and slips are not
     used)."""
     builder = TranscriptBuilder(index, questions, replace(config, attempts=1, namesake_copy=True))
-    memo: dict[str, Transcript] = {}
+    memo: dict[str, ScriptedTranscript] = {}
     out = []
     for row in balanced_rows(questions, index, count, random.Random(seed)):
         key = str(row["question"])
@@ -159,7 +159,7 @@ def presence_windows(
     name_words: tuple[Sequence[str], Sequence[str]] | None = None,
     read_answer: bool = False,
     check_share: float = 0.0,
-) -> list[Transcript]:
+) -> list[ScriptedTranscript]:
     """``count`` decision windows of the namesake world's version 4 (``TranscriptConfig.namesake_presence``), each a
     freshly drawn group, so the decision can only be learnt by reading (the one-off check in reports/compare_namesake
     learnt it from fresh groups and not from a few hundred repeated ones): a name N recombined from the first and last
@@ -219,7 +219,7 @@ def presence_windows(
         question = f"Where was the {profession} {name} born?"
         answer = other_city if retry else city
         if not read_answer:
-            out.append(Transcript(question, (answer,), (attempt,), (True,)))
+            out.append(ScriptedTranscript(question, (answer,), (attempt,), (True,)))
             continue
         if retry:
             query = f"{profession} {name}"
@@ -238,7 +238,7 @@ def presence_windows(
         else:
             check = (Turn("model", search_turn(THINK_RETRY, name)), first)
         if reads.random() >= check_share:
-            out.append(Transcript(question, (answer,), (attempt,), (True,)))
+            out.append(ScriptedTranscript(question, (answer,), (attempt,), (True,)))
             continue
         # The first attempt trains as a one-attempt window does (every window trains the decision: 9a, whose check
         # windows' first attempts were context only, trained it in half of them and never learnt it), but a misread.
@@ -252,7 +252,7 @@ def presence_windows(
             slip = answer_turn(THINK_PRESENT.format(profession=profession), misread)
             context, right = (*context[:-1], Turn("model", slip, trained=False)), False
         check += (Turn("model", answer_turn(THINK_PRESENT.format(profession=profession), answer)),)
-        out.append(Transcript(question, (answer,), (context, check), (right, True)))
+        out.append(ScriptedTranscript(question, (answer,), (context, check), (right, True)))
     return out
 
 
@@ -262,7 +262,7 @@ def skill_windows(
     count: int,
     name_words: tuple[Sequence[str], Sequence[str]],
     seed: int = 0,
-) -> list[Transcript]:
+) -> list[ScriptedTranscript]:
     """``count`` recipe-10 skill windows, each a freshly drawn namesake question (a name N recombined from
     ``name_words``, N's passages about the other namesake), kinds alternating: (a) a read window: one attempt whose
     search for N, N's passages and the decision ("not in the passages", the search "<profession> N") are context,
@@ -304,7 +304,9 @@ def skill_windows(
         question = f"Where was the {profession} {name} born?"
         if number % 2 == 0:
             out.append(
-                Transcript(question, (answer,), ((*attempt, Turn("model", answer_turn(found, answer))),), (True,))
+                ScriptedTranscript(
+                    question, (answer,), ((*attempt, Turn("model", answer_turn(found, answer))),), (True,)
+                )
             )
             continue
         first, right = answer, True
@@ -318,7 +320,7 @@ def skill_windows(
             second,
             Turn("model", answer_turn(found, answer)),
         )
-        out.append(Transcript(question, (answer,), (context, check), (right, True)))
+        out.append(ScriptedTranscript(question, (answer,), (context, check), (right, True)))
     return out
 
 

@@ -19,7 +19,7 @@ from dataclasses import replace
 from typing import Any
 
 from mr_search_embedded.warmstart.lookup import LexicalIndex
-from mr_search_embedded.warmstart.transcripts import Transcript
+from mr_search_embedded.warmstart.transcripts import ScriptedTranscript
 
 _WORD = re.compile(r"[A-Za-z]+")
 
@@ -55,7 +55,7 @@ class Renamer:
                 return new
         raise RuntimeError("Renamer.fresh: no fresh name left; the syllable inventory is exhausted")
 
-    def rename(self, transcript: Transcript, subject: str) -> Transcript:
+    def rename(self, transcript: ScriptedTranscript, subject: str) -> ScriptedTranscript:
         """``transcript`` with every whole-word occurrence of each word of ``subject`` replaced by the matching
         word of a fresh name, in the question, the answers and every turn (its passages included): its twin's
         shared surname follows, so the two stay near. ``subject`` must pass ``can_rename``."""

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from mr_search.agent.tokens import EnvEncoder
 from mr_search.prompts import question_prompt, reflection_prompt
-from mr_search_embedded.warmstart.transcripts import Transcript
+from mr_search_embedded.warmstart.transcripts import ScriptedTranscript
 
 
 @dataclass(frozen=True)
@@ -31,7 +31,7 @@ def prompt_ids(tokenizer, question: str) -> list[int]:
 
 
 def encode(
-    transcript: Transcript, tokenizer, env: EnvEncoder | None = None, max_information_tokens: int = 1024
+    transcript: ScriptedTranscript, tokenizer, env: EnvEncoder | None = None, max_information_tokens: int = 1024
 ) -> Encoded:
     """Renders ``transcript`` token for token as the ``mr_search`` agent loop assembles a meta-episode.
 
@@ -43,7 +43,10 @@ def encode(
 
 
 def encode_all(
-    transcripts: Sequence[Transcript], tokenizer, env: EnvEncoder | None = None, max_information_tokens: int = 1024
+    transcripts: Sequence[ScriptedTranscript],
+    tokenizer,
+    env: EnvEncoder | None = None,
+    max_information_tokens: int = 1024,
 ) -> list[Encoded]:
     """``encode`` for many transcripts, encoding each distinct prompt, turn and passage list once."""
     env = env or EnvEncoder(tokenizer)

@@ -95,7 +95,7 @@ class Turn:
 
 
 @dataclass(frozen=True)
-class Transcript:
+class ScriptedTranscript:
     """A question and its K attempts (reflection turns sit between attempts, added when rendered; with
     ``outcome_feedback`` each says whether the attempt before it was right; with ``reflection_question`` each ends
     with the question's line)."""
@@ -106,6 +106,7 @@ class Transcript:
     correct: tuple[bool, ...]
     outcome_feedback: bool = False
     reflection_question: bool = False
+
 
 
 @dataclass(frozen=True)
@@ -433,7 +434,7 @@ class TranscriptBuilder:
         fixed = len(correct) >= 2 and not correct[-2]
         return found if fixed or namesake else self.config.p_verify
 
-    def build(self, row: Mapping[str, Any], rng: random.Random) -> Transcript:
+    def build(self, row: Mapping[str, Any], rng: random.Random) -> ScriptedTranscript:
         """One transcript for ``row``; ``rng`` decides whether and how the first attempt slips."""
         answer = str(row["golden_answers"][0])
         attempts: list[tuple[Turn, ...]] = []
@@ -458,7 +459,7 @@ class TranscriptBuilder:
                 continue
             attempts.append(self._right_attempt(row, previous))
             correct.append(True)
-        return Transcript(
+        return ScriptedTranscript(
             question=str(row["question"]),
             golden_answers=tuple(str(a) for a in row["golden_answers"]),
             attempts=tuple(attempts),
@@ -470,7 +471,7 @@ class TranscriptBuilder:
 
 def build_transcripts(
     questions: Sequence[Mapping[str, Any]], index: LexicalIndex, count: int, config: TranscriptConfig
-) -> list[Transcript]:
+) -> list[ScriptedTranscript]:
     """``count`` transcripts over a seeded sample of ``questions`` (deterministic for a seed)."""
     if not questions:
         raise ValueError("build_transcripts: no questions given; pass the embedded world's training questions")
