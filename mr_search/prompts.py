@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-# Search-R1's tag protocol (METHOD.md §1) in the project's own words. The example answer is a
+# Search-R1's tag protocol (docs/method.md#the-meta-episode) in the project's own words. The example answer is a
 # place-holder that no question of the embedded world has as its answer; scoring never reads the
 # prompt, only what the model wrote.
 QUESTION_TEMPLATE: Final = (
@@ -16,7 +16,7 @@ QUESTION_TEMPLATE: Final = (
     "explanation, for example <answer> Paris </answer>.\nQuestion: {question}\n"
 )
 
-# The between-attempts user turn (METHOD.md §2). The paper does not tell the model whether its answer
+# The between-attempts user turn (docs/method.md#reflection). The paper does not tell the model whether its answer
 # was right; ``reflection_prompt(feedback=...)`` adds that (MAGE-style) only when asked.
 REFLECTION_PROMPT: Final = (
     "Reflect on your previous attempt: check your reasoning, your searches and your answer. Then try "
@@ -25,7 +25,7 @@ REFLECTION_PROMPT: Final = (
 FEEDBACK_WRONG: Final = "Your previous answer was incorrect. "
 FEEDBACK_RIGHT: Final = "Your previous answer was correct. "
 
-# The corrective turn after a model turn with neither a search nor an answer (METHOD.md §1).
+# The corrective turn after a model turn with neither a search nor an answer (docs/method.md#the-meta-episode).
 INVALID_ACTION_MESSAGE: Final = (
     "Invalid action: put a query between <search> and </search> or an answer between <answer> and </answer>."
 )

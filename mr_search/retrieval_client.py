@@ -1,4 +1,4 @@
-"""Async client for the ``/retrieve`` API (METHOD.md §8): pooled connections, timeouts, bounded retries."""
+"""Async client for the ``/retrieve`` API (retrieval/README.md): pooled connections, timeouts, bounded retries."""
 
 from __future__ import annotations
 

@@ -15,7 +15,7 @@ STOP_PARAM_STYLES = ("auto", "vllm", "sglang", "none")
 
 @dataclass(frozen=True)
 class EpisodeConfig:
-    """How one meta-episode runs (METHOD.md §1-2).
+    """How one meta-episode runs (docs/method.md#the-meta-episode).
 
     Attributes:
         attempts: K, attempts chained in one context (paper: 3; 1 = plain Search-R1).

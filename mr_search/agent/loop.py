@@ -55,7 +55,7 @@ def _encoder_for(tokenizer: Any, chat_template_kwargs: dict[str, Any]) -> EnvEnc
 
 
 class MRSearchAgentLoop(AgentLoopBase):
-    """verl agent loop for MR-Search meta-episodes (METHOD.md §1-3).
+    """verl agent loop for MR-Search meta-episodes (docs/method.md#the-meta-episode).
 
     Settings come from the trainer config's ``mr_search.episode``, ``mr_search.reward`` and
     ``mr_search.retriever`` subtrees (defaults: the paper's). Tests and evaluation may pass the

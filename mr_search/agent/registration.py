@@ -26,7 +26,7 @@ def register() -> None:
 
     The entry is written right after verl imports its agent-loop module (at once if it already has),
     through verl's public ``register`` decorator. ``import verl`` thus stays fast and never imports
-    the agent-loop machinery while verl itself is half-imported (VERL_CPU.md, pitfall 7); every
+    the agent-loop machinery while verl itself is half-imported (docs/cpu-backend.md#what-it-registers); every
     process that builds agent-loop workers imports that module, so the name is there when needed.
     """
     from mr_search.import_hooks import when_imported

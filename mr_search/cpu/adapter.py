@@ -1,7 +1,7 @@
 """``HFServerAdapter``: the in-worker half of the ``mr_hf`` rollout (``_ROLLOUT_REGISTRY[("mr_hf", "async")]``).
 
 It lives in each FSDP trainer worker. verl's naive weight sync (``engine_workers.update_weights``,
-VERL_CPU.md item 9) calls ``resume(["weights"])``, ``update_weights(generator, ...)``,
+docs/cpu-backend.md, workaround 9) calls ``resume(["weights"])``, ``update_weights(generator, ...)``,
 ``resume(["kv_cache"])``. Every rank drains the generator (``full_tensor()`` is a collective); only
 the replica's first rank ships the tensors, in buckets of
 ``rollout.checkpoint_engine.update_weights_bucket_megabytes``, to its server actor.

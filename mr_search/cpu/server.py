@@ -2,7 +2,7 @@
 
 verl's ``LLMServerClient`` calls ``generate(prompt_ids, sampling_params, request_id, ...)`` on the
 actor and gets a ``TokenOutput`` (token ids, log-probs, ``extra_fields["global_steps"]`` as an int --
-VERL_CPU.md item 10). Concurrent requests are decoded together in micro-batches on one executor
+docs/cpu-backend.md, workaround 10). Concurrent requests are decoded together in micro-batches on one executor
 thread, which also applies weight updates, so a batch never sees half-updated weights. The trainer's
 weights arrive from the in-worker adapter (``mr_search.cpu.adapter``) in buckets:
 ``begin_weight_update`` / ``load_weights`` / ``finish_weight_update``. Runs on CPU, or on one GPU when
@@ -83,7 +83,7 @@ class HFRolloutServer:
             self.config.max_model_len or getattr(self.model.config, "max_position_embeddings", 32768)
         )
         self.max_batch = max(1, min(MAX_BATCH, int(self.config.max_num_seqs or MAX_BATCH)))
-        # Weight version; an int from the start (VERL_CPU.md item 10: verl calls int() on it).
+        # Weight version; an int from the start (docs/cpu-backend.md, workaround 10: verl calls int() on it).
         self.global_steps = 0
 
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="mr_hf")

@@ -4,7 +4,7 @@ Active only when ``VERL_PLATFORM=cpu`` selects ``mr_search.cpu.platform`` (``ins
 otherwise), applied in every process through ``mr_search.import_hooks`` right after verl imports the
 module concerned. verl's installed files are never edited. Each item below has a test in
 ``tests/mr_search/cpu/test_workarounds.py`` that fails when a verl upgrade moves what it works around.
-Numbers refer to ../shared/VERL_CPU.md.
+Numbers are those of docs/cpu-backend.md#workarounds-for-gaps-in-verl.
 
 2. ``initialize_global_process_group_ray`` builds ``f"cpu:gloo,{device}:{backend}"``
    (``verl/utils/distributed.py``); with device "cpu" torch raises "Duplicate device type cpu".

@@ -40,7 +40,7 @@ def make_attempt(
     """Builds an attempt entry.
 
     ``scored`` holds what the agent loop decided (``answer``, ``reward``, ``em``, ``f1``); without it the
-    last ``<answer>`` of the model turns is scored here (METHOD.md §3), with reward = EM.
+    last ``<answer>`` of the model turns is scored here (docs/method.md#reward), with reward = EM.
     """
     if scored is None:
         answer = extract_answer("".join(t["content"] for t in turns if t["role"] == "assistant"))

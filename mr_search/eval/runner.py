@@ -19,7 +19,7 @@ from mr_search.eval.records import make_attempt, make_record
 
 logger = logging.getLogger(__name__)
 
-# Greedy decoding (METHOD.md §6: evaluation is greedy, n = 1).
+# Greedy decoding (docs/method.md#what-the-paper-reports: evaluation is greedy, n = 1).
 GREEDY: Final = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "logprobs": False}
 
 
@@ -30,7 +30,7 @@ class EvalConfig:
     Attributes:
         attempts: K_eval, attempts per meta-episode (may differ from K at training).
         max_turns_per_attempt / topk / max_new_tokens_per_turn / max_information_tokens: as in
-            ``mr_search.episode`` (METHOD.md §1).
+            ``mr_search.episode`` (docs/method.md#the-meta-episode).
         prompt_length / response_length: token budgets of the question and of the whole meta-episode.
         outcome_feedback: the reflection turn says whether the previous answer was right (MAGE-style; paper:
             off); use it to evaluate a policy trained with ``mr_search.episode.outcome_feedback``.

@@ -1,4 +1,4 @@
-"""Per-attempt reward: answer extraction and EM / F1 / substring-EM scoring (METHOD.md §3)."""
+"""Per-attempt reward: answer extraction and EM / F1 / substring-EM scoring (docs/method.md#reward)."""
 
 from __future__ import annotations
 

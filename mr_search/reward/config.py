@@ -12,7 +12,7 @@ from mr_search.reward.scoring import METRICS, extract_answer, gold_answers
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """How an attempt's answer is scored (METHOD.md §3; defaults are the paper's).
+    """How an attempt's answer is scored (docs/method.md#reward; defaults are the paper's).
 
     Attributes:
         metric: ``em`` (exact match, paper), ``f1`` (token F1) or ``subem`` (gold answer contained in

@@ -7,7 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# verl ships Search-R1's SQuAD-style normaliser; it is exactly METHOD.md §3 (lowercase, drop ASCII
+# verl ships Search-R1's SQuAD-style normaliser; it is exactly docs/method.md#reward (lowercase, drop ASCII
 # punctuation, drop a/an/the, collapse whitespace), so we reuse it instead of keeping a copy.
 from verl.utils.reward_score.search_r1_like_qa_em import normalize_answer as _verl_normalize_answer
 
@@ -16,7 +16,7 @@ _INFORMATION_RE = re.compile(r"<information>.*?(?:</information>|$)", re.DOTALL)
 
 
 def normalize_answer(text: str) -> str:
-    """Normalises an answer for comparison (METHOD.md §3): lowercase, no ASCII punctuation, no a/an/the."""
+    """Normalises an answer for comparison (docs/method.md#reward): lowercase, no ASCII punctuation, no a/an/the."""
     return _verl_normalize_answer(text)
 
 

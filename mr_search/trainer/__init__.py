@@ -1,7 +1,7 @@
 """The MR-Search trainer (``trainer.v1.trainer_mode=mr_search``), registered with verl's ``register_trainer``.
 
 The trainer module imports verl's whole V1 trainer stack, which must not be imported from the plugin while
-``import verl`` is still running (VERL_CPU.md, pitfall 7), and would slow every Ray worker's start. So
+``import verl`` is still running (docs/cpu-backend.md#what-it-registers), and would slow every Ray worker's start. So
 ``register()`` registers it at once only when verl's V1 trainer package is already loaded; otherwise it leaves a
 post-import hook (``mr_search.import_hooks``) that registers it right after ``verl.trainer.ppo.v1`` finishes
 loading. That package holds

@@ -1,7 +1,7 @@
 """The query encoder on CUDA, replayed from CUDA graphs captured at a few bucketed (batch, length) shapes.
 
 An eager BERT-base forward is ~250 kernel launches: 12-21 ms of Python and launch time per merged batch in
-the search worker for 2-4 ms of GPU work (issue 7). `CudaGraphEncoder` captures the whole forward (model,
+the search worker for 2-4 ms of GPU work. `CudaGraphEncoder` captures the whole forward (model,
 pooling, normalisation) once per bucket shape at startup; a sub-batch is then padded up to the smallest
 bucket that holds it, copied into that graph's static inputs (one host-to-device copy), replayed (one launch)
 and its rows read back. Padding is inert: padded positions have attention mask 0 (and mean pooling ignores

@@ -1,7 +1,7 @@
 """`--http-workers N`: one search-worker process (encoder + index + GPU) behind N HTTP front processes.
 
 One process serving HTTP and running the model tops out at ~2k single-query requests/s: its event loop
-and the model thread share one GIL (issue 7 findings). Here each front is the usual app (`create_app`:
+and the model thread share one GIL. Here each front is the usual app (`create_app`:
 validation, micro-batcher, limits, 429, /health, /metrics) with a `StreamRemoteSearcher` that forwards its
 batches to the search worker, which merges the batches of all fronts into one encode+search. The fronts
 bind the same port with SO_REUSEPORT, so the kernel spreads connections over them.

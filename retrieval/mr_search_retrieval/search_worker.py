@@ -74,7 +74,7 @@ def run_search_worker(
         from mr_search_retrieval.stream_worker import front_tokenizer
 
         if torch_threads == 0 and _serves_on_gpu(config):
-            # Measured on an H200 (issue 7): torch's 16 CPU threads tripled the eager encoder's time under HTTP
+            # Measured on an H200: torch's 16 CPU threads tripled the eager encoder's time under HTTP
             # load; the GPU needs one thread to feed it. The tokenizer's own pool pays (H100, CUDA graphs, 4 fronts,
             # 256 clients: 4.2k q/s and p99 77 ms with it, 3.7-4.0k and p99 107-111 ms without; 128 queries
             # tokenize in 2.4 vs 6.3 ms).

@@ -5,7 +5,7 @@ shipped to the fronts by the search worker) and sends only the tokens of each ro
 The worker merges the rows of every front into the arrays the tokenizer would have produced for all the
 queries at once (`merge_token_rows`: right-padded to the longest row) and feeds them to the encoder's
 `embed_tokens`. So the worker's serial CPU time no longer holds the tokenizing of every merged batch
-(2.4-6.3 ms for 128 queries on an H100 machine, issue 7), and the fronts, which have the cores, do it.
+(2.4-6.3 ms for 128 queries on an H100 machine), and the fronts, which have the cores, do it.
 """
 
 from __future__ import annotations

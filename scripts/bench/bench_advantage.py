@@ -5,8 +5,8 @@ The reference is the original MR-Search ``grpo_prm_step`` estimator's computatio
 without its debug printing: rows grouped in a dict keyed by uid; per attempt index, full ``[B, T]`` token masks,
 the attempt's reward summed over its tokens, the leave-one-out baseline computed group by group in Python, the
 result broadcast back over the tokens; then the per-attempt values read back from the tokens, discounted over
-later attempts and gathered onto the tokens again. MEASURED.md timed the original at ~2.6 s per call at the
-default shape on this kind of machine; this script prints the reference's own time next to it. The vectorized path
+later attempts and gathered onto the tokens again. The original took ~2.6 s per call at the default
+shape on a 2-core CPU; this script prints the reference's own time next to it. The vectorized path
 is ``attempt_advantages`` followed by ``spread_to_tokens`` on the per-attempt columns the rollout writes
 (``mr_search.contract``). Outputs must agree to float32 rounding (the reference averages each attempt's value
 over its tokens and back, which rounds differently from the exact per-attempt value).

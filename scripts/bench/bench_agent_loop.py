@@ -3,7 +3,7 @@
 With zero-latency fakes (a server manager that returns pre-tokenized turns at once and a retriever that
 answers at once), it times meta-episodes of a baseline length and 10x longer ones, in two ways: 10x more
 attempts (the history grows, which is where re-tokenizing it would be quadratic) and 10x longer turns.
-The claim (issue 3): 10x longer costs at most 11x (for a token ratio r, the limit is 1.1 r). For
+The claim: 10x longer costs at most 11x (for a token ratio r, the limit is 1.1 r). For
 reference it also times a deliberately quadratic variant that re-encodes the whole history every
 turn, to show the benchmark can tell.
 

@@ -1,4 +1,4 @@
-"""Benchmark: what the meta-episode loop costs on top of the rollout engine (issue 16, item 5).
+"""Benchmark: what the meta-episode loop costs on top of the rollout engine.
 
 One engine (vLLM, SGLang or the project's transformers rollout) is started in this process; the agent loops run in
 ``--loop-workers`` worker processes (default 8), as verl runs them: its ``AgentLoopWorker`` processes

@@ -11,7 +11,7 @@ import pytest
 import yaml
 from omegaconf import OmegaConf
 
-# METHOD.md §5 (training recipe) and §1-§4 (episode, reward, advantage): config path -> the paper's value.
+# docs/method.md#options (training recipe) and §1-§4 (episode, reward, advantage): config path -> the paper's value.
 PAPER_VALUES: dict[str, object] = {
     "data.train_batch_size": 64,
     "actor_rollout_ref.rollout.n": 5,
@@ -67,7 +67,7 @@ def _validate(config) -> None:
 
 @pytest.mark.parametrize(("key", "expected"), sorted(PAPER_VALUES.items()))
 def test_paper_config_holds_the_paper_value(paper_config, key, expected):
-    assert OmegaConf.select(paper_config, key, throw_on_missing=True) == expected, f"{key} differs from METHOD.md"
+    assert OmegaConf.select(paper_config, key, throw_on_missing=True) == expected, f"{key} differs from the paper's recipe (docs/method.md#options)"
 
 
 def test_paper_config_passes_verl_validation(compose_config):

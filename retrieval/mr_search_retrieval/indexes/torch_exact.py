@@ -1,14 +1,14 @@
 """Exact inner-product search in torch: fp16 matrix sharded over the visible GPUs, float32 on CPU.
 
 Standalone (torch + numpy only). Each shard is scored in chunks of rows with a per-chunk top-k
-and one final merge, which beats one `q @ E.T` + `topk` over the whole row (MEASURED.md: ~4,900
-vs ~3,300 q/s at 21M x 768 on an H200) and bounds the score buffer to batch x chunk.
+and one final merge, which beats one `q @ E.T` + `topk` over the whole row (~4,900
+vs ~3,300 q/s at 21M x 768 on an H200, retrieval/benchmarks/bench_retrieval_gpu.py) and bounds the score buffer to batch x chunk.
 
 The per-chunk top-k is grouped (exact): the max over each group of `group` consecutive rows, `topk`
 over those group maxima, then `topk` over the k*group scores of the k best groups. The k best rows
 always lie in the k groups with the highest maxima (a group holding the k-th best row has a maximum
 at least that high, and only k-1 rows beat it). `torch.topk` over 1M-wide rows is ~70% of search
-time; grouping took 4,800 -> 6,200 q/s at batch 256 on an H200 (issue 7 findings). Among rows with
+time; grouping took 4,800 -> 6,200 q/s at batch 256 on an H200. Among rows with
 equal scores, which ones are returned may differ from a plain `topk`; the scores are the same.
 
 On a GPU with Triton the default method is the exact two-stage search of `block_max.py` instead: a

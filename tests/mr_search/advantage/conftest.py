@@ -1,4 +1,4 @@
-"""A plain-loop reference of the attempt-level advantage (METHOD.md §4), written for clarity, not speed."""
+"""A plain-loop reference of the attempt-level advantage (docs/method.md#the-attempt-level-advantage), written for clarity, not speed."""
 
 from __future__ import annotations
 

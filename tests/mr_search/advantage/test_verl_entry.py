@@ -101,7 +101,7 @@ def test_k1_grpo_equals_verl_grpo(seed: int, std: bool, values: tuple[float, ...
 
 
 def test_attempt_columns_reach_the_estimator() -> None:
-    # The trainer passes the per-attempt columns: K = 2, worked example of METHOD.md §4.
+    # The trainer passes the per-attempt columns: K = 2, worked example of docs/method.md#the-attempt-level-advantage.
     mask = torch.tensor([[1, 1, 0, 1, 1], [1, 0, 1, 1, 0]])
     ids = torch.tensor([[0, 0, 0, 1, 1], [0, 0, 1, 1, -1]])
     advantages, returns = compute_mr_search_advantage(

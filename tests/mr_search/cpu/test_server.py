@@ -31,7 +31,7 @@ async def test_generate_follows_verls_token_output_contract(make_server) -> None
     for output in outputs:
         assert len(output.token_ids) == 6 and len(output.log_probs) == 6
         assert output.stop_reason == "completed" and output.extra_fields["finish_reason"] == "length"
-        # verl's trainer calls int() on it (VERL_CPU.md item 10): an int before any weight sync.
+        # verl's trainer calls int() on it (docs/cpu-backend.md, workaround 10): an int before any weight sync.
         assert output.extra_fields["global_steps"] == 0 and isinstance(output.extra_fields["global_steps"], int)
     assert outputs[0].token_ids == outputs[1].token_ids == outputs[2].token_ids
     no_logprobs = await server.generate(prompt, {**GREEDY, "logprobs": False, "max_tokens": 2}, "r")

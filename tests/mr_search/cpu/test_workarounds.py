@@ -1,6 +1,6 @@
 """Each CPU workaround still matches verl: these fail when a verl upgrade moves what they work around.
 
-The source checks read verl's installed files (VERL_CPU.md items 2-7, 10); the subprocess test arms
+The source checks read verl's installed files (docs/cpu-backend.md, workarounds 2-7, 10); the subprocess test arms
 the workarounds the way a CPU run does (``VERL_PLATFORM=cpu``) and checks their effect.
 """
 
@@ -29,7 +29,7 @@ def _source(module: str) -> str:
 def _expect(module: str, snippet: str, item: int) -> None:
     assert snippet in _source(module), (
         f"verl changed {module}: {snippet!r} is gone. Re-check CPU workaround {item} in "
-        "mr_search/cpu/workarounds.py (and VERL_CPU.md); it may be obsolete or need to move."
+        "mr_search/cpu/workarounds.py (and docs/cpu-backend.md); it may be obsolete or need to move."
     )
 
 
