@@ -15,7 +15,8 @@ TRUNCATED_MODES: Final = ("absent", "zero")
 
 @dataclass(frozen=True)
 class AdvantageConfig:
-    """Options of the multi-turn GRPO estimator; the defaults are the paper's (docs/method.md#the-attempt-level-advantage).
+    """Options of the multi-turn GRPO estimator; the defaults are the paper's
+    (docs/method.md#the-attempt-level-advantage).
 
     Attributes:
         gamma: discount over later attempts, ``A_s = sum_{s' >= s} gamma^(s'-s) r~_{s'}``; in [0, 1].

@@ -1,4 +1,7 @@
-"""Pure, vectorized attempt-level advantage (docs/method.md#the-attempt-level-advantage): per-attempt group baseline, discount, spread to tokens."""
+"""Pure, vectorized attempt-level advantage: per-attempt group baseline, discount, spread to tokens.
+
+The formula and a worked example: docs/method.md#the-attempt-level-advantage.
+"""
 
 from __future__ import annotations
 
@@ -97,7 +100,8 @@ def attempt_advantages(
     shaping: float = 0.0,
     outcome_only: bool = False,
 ) -> torch.Tensor:
-    """Attempt-level advantages of the multi-turn GRPO estimator (docs/method.md#the-attempt-level-advantage), vectorized over groups.
+    """Attempt-level advantages of the multi-turn GRPO estimator, vectorized over groups
+    (docs/method.md#the-attempt-level-advantage).
 
     For trajectory i of a group (the n samples of one question) and attempt index s:
 

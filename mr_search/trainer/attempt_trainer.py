@@ -47,7 +47,8 @@ _VERL_FIELDS: Final = (
 
 
 class MRSearchTrainer(PPOTrainerSync):
-    """verl's synchronous PPO trainer with the attempt-level advantage step (docs/method.md#the-attempt-level-advantage).
+    """verl's synchronous PPO trainer with the attempt-level advantage step
+    (docs/method.md#the-attempt-level-advantage).
 
     Selected with ``trainer.v1.trainer_mode=mr_search``. With ``algorithm.adv_estimator=mr_search`` the advantage
     step fetches the per-attempt columns of ``mr_search.contract`` from TransferQueue, aligns them with the padded

@@ -67,7 +67,9 @@ def _validate(config) -> None:
 
 @pytest.mark.parametrize(("key", "expected"), sorted(PAPER_VALUES.items()))
 def test_paper_config_holds_the_paper_value(paper_config, key, expected):
-    assert OmegaConf.select(paper_config, key, throw_on_missing=True) == expected, f"{key} differs from the paper's recipe (docs/method.md#options)"
+    assert OmegaConf.select(paper_config, key, throw_on_missing=True) == expected, (
+        f"{key} differs from the paper's recipe (docs/method.md#options)"
+    )
 
 
 def test_paper_config_passes_verl_validation(compose_config):

@@ -2,7 +2,8 @@
 
 Standalone (torch + numpy only). Each shard is scored in chunks of rows with a per-chunk top-k
 and one final merge, which beats one `q @ E.T` + `topk` over the whole row (~4,900
-vs ~3,300 q/s at 21M x 768 on an H200, retrieval/benchmarks/bench_retrieval_gpu.py) and bounds the score buffer to batch x chunk.
+vs ~3,300 q/s at 21M x 768 on an H200, retrieval/benchmarks/bench_retrieval_gpu.py)
+and bounds the score buffer to batch x chunk.
 
 The per-chunk top-k is grouped (exact): the max over each group of `group` consecutive rows, `topk`
 over those group maxima, then `topk` over the k*group scores of the k best groups. The k best rows

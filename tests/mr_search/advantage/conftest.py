@@ -1,4 +1,7 @@
-"""A plain-loop reference of the attempt-level advantage (docs/method.md#the-attempt-level-advantage), written for clarity, not speed."""
+"""A plain-loop reference of the attempt-level advantage (docs/method.md#the-attempt-level-advantage).
+
+Written for clarity, not speed.
+"""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The attempt-level advantage on the cases docs/method.md#the-attempt-level-advantage defines, and the spread over tokens."""
+"""The attempt-level advantage on the cases docs/method.md#the-attempt-level-advantage defines; the spread to tokens."""
 
 from __future__ import annotations
 

@@ -140,7 +140,8 @@ def test_the_paper_recipe_fits_as_it_is_on_8_gpus() -> None:
 
 def test_micro_batches_that_do_not_divide_the_share_are_set_to_its_largest_divisor_below_them(caplog) -> None:
     # The paper preset (log-prob micro-batch 8) on 2 GPUs with 8 questions x 5: 20 rows a GPU (the first 2-GPU
-    # launch of the paper preset stopped here before the fit); the update's mini-batch 8 x 5 / 2 = 20 rows too, micro 4 divides it.
+    # launch of the paper preset stopped here before the fit); the update's mini-batch 8 x 5 / 2 = 20 rows
+    # too, micro 4 divides it.
     paper = _sizes(gpus=2, mini=8, batch=8, n=5, micro=4, log_micro=8)
     with caplog.at_level(logging.WARNING, logger="mr_search.trainer.startup"):
         check_training_options(paper)

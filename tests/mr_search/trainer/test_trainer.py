@@ -38,8 +38,8 @@ TRAJECTORIES = {
     "b2": ("B", [0, 0, 1], [1, 1, 1], [0.0, 0.0], [1, 1]),
     "b3": ("B", [0, 0], [1, 1], [1.0, 0.0], [1, 2]),  # cut short: its second attempt never started
 }
-# docs/method.md#the-attempt-level-advantage by hand (gamma = 1, leave-one-out): group A is the worked example; group B's attempt 1 rewards
-# (1, 0, 1) give (0.5, -1, 0.5), its attempt 2 (b1, b2 only) gives (1, -1).
+# docs/method.md#the-attempt-level-advantage by hand (gamma = 1, leave-one-out): group A is the worked example;
+# group B's attempt 1 rewards (1, 0, 1) give (0.5, -1, 0.5), its attempt 2 (b1, b2 only) gives (1, -1).
 _PER_TOKEN = ("response_mask", "rm_scores", "old_log_probs", "ref_log_prob", ATTEMPT_IDS)
 EXPECTED = {"a1": [1.0, 1.0], "a2": [-1.0, -1.0], "b1": [1.5, 1.0], "b2": [-2.0, -1.0], "b3": [0.5, 0.0]}
 
