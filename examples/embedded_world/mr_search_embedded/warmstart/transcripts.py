@@ -21,7 +21,8 @@ then that search, and the answer read from B's article, which takes a place amon
 for a control question "The painter is in the passages. I found the answer."). A namesake question's first attempt
 may slip the hasty way: it searches the asked-about name and answers the birthplace that name's article gives, the
 well-known namesake's (context only); the retry starts "My previous answer may be wrong. The sailor is not in the
-passages. ..." and searches "<profession> N".
+passages. ..." and searches "<profession> N" (with ``retry_question``, as in the namesake warm start, "My previous
+answer may be wrong." and the whole question, which brings B's article first).
 
 With ``retry_question`` every attempt after the first that searches (a retry, a check) searches the whole question and
 reads the passage that answers it first, as the agent's dense index ranks it; with ``reflection_question`` the
