@@ -64,3 +64,23 @@ def test_make_eval_uses_the_newest_run_and_stops_the_service_it_started(tmp_path
     with socket.socket() as sock, pytest.raises(OSError):
         sock.settimeout(2)
         sock.connect(("127.0.0.1", port))
+
+
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"WORLD": "namesake"}, "WORLD is now MR_SEARCH_WORLD (WORLD=namesake given)"),
+        ({"MR_SEARCH_WORLD": "twins"}, "MR_SEARCH_WORLD=twins is not valid; use default or namesake"),
+    ],
+)
+def test_the_world_has_one_knob(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    inherited = {k: v for k, v in os.environ.items() if k not in ("WORLD", "MR_SEARCH_WORLD")}
+    done = subprocess.run(
+        ["bash", str(ROOT / "examples" / "embedded_world" / "scripts" / "eval.sh")],
+        env={**inherited, "PYTHON": sys.executable, "MR_SEARCH_CACHE": str(tmp_path), **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode != 0 and message in done.stderr

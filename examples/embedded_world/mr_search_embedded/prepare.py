@@ -43,13 +43,12 @@ def _index(retriever: str) -> Callable[[], Path]:
 
 
 def policy() -> Path:
-    from mr_search_embedded.tiny_model import ensure_tiny_model
-    from mr_search_embedded.warmstart.train import ensure_warmstart, policy_config, warmstart_config
+    from mr_search_embedded.tiny_model import ensure_tiny_model, policy_shape
+    from mr_search_embedded.warmstart.train import ensure_warmstart, warmstart_config
     from mr_search_embedded.world.variant import world_variant
 
-    variant = world_variant()
-    base = ensure_tiny_model(config=policy_config("tiny", variant, None))
-    return ensure_warmstart(base_model=base, config=warmstart_config(False, variant, None))
+    base = ensure_tiny_model(config=policy_shape("tiny"))
+    return ensure_warmstart(base_model=base, config=warmstart_config(False, world_variant()))
 
 
 PIECES: Final[dict[str, Callable[[], Path]]] = {

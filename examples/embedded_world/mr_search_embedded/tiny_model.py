@@ -29,13 +29,7 @@ TAG_TOKENS = tuple(f"<{slash}{tag}>" for tag in ("think", "search", "answer", "i
 
 @dataclass(frozen=True)
 class TinyModelConfig:
-    """Shape of the tiny policy. Defaults train in minutes on 2 CPU cores.
-
-    ``name_tokens`` (the namesake world only, ``MR_SEARCH_WORLD=namesake``): every word of every person's name in
-    the world is one token of the tokenizer (``name_tokens.add_whole_words``: 2,766 words, 2,857 more vocabulary
-    entries), so that copying a name is copying whole tokens (namesake warm-start recipe 4; it copied worse: a word
-    never written in training is one untrained token). Off: the tokenizer and the cache key are as before.
-    """
+    """Shape of the tiny policy. Defaults train in minutes on 2 CPU cores."""
 
     vocab_size: int = 2048
     hidden_size: int = 128
@@ -46,15 +40,10 @@ class TinyModelConfig:
     max_position_embeddings: int = 4096
     tag_tokens: bool = True
     seed: int = 0
-    name_tokens: bool = False
 
     def key(self) -> str:
-        """The cache key (``ensure_tiny_model``): a hash of the fields; ``name_tokens`` counts only when on, so the
-        shapes built before it keep their keys."""
-        fields = asdict(self)
-        if not self.name_tokens:
-            del fields["name_tokens"]
-        return hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:12]
+        """The cache key (``ensure_tiny_model``): a hash of the fields."""
+        return hashlib.sha256(json.dumps(asdict(self), sort_keys=True).encode()).hexdigest()[:12]
 
     def __post_init__(self) -> None:
         if self.vocab_size < 512:
@@ -72,14 +61,12 @@ class TinyModelConfig:
 
 
 # Named shapes of the tiny policy (``python -m mr_search_embedded.warmstart --policy NAME``). "tiny" is the
-# embedded default's;
-# "small" has twice the layers and feed-forward width (about 2x the compute a token), for worlds whose questions need
-# more than copying one name (the namesake world: read which namesake is meant, then copy the other name).
+# embedded default's; "small" has twice the layers and feed-forward width (about 2x the compute a token), for worlds
+# whose questions need more than copying one name (the namesake world: read whether the question's profession is in
+# the passages, then search again with it).
 POLICY_SHAPES: dict[str, TinyModelConfig] = {
     "tiny": TinyModelConfig(),
     "small": TinyModelConfig(num_hidden_layers=4, intermediate_size=512),
-    # Twice small's width (about 4x its compute a token): does a wider policy copy made-up names better (#19)?
-    "wide": TinyModelConfig(hidden_size=256, num_hidden_layers=4, intermediate_size=1024, num_attention_heads=8),
 }
 
 
@@ -106,10 +93,8 @@ def build_tokenizer(
     out_dir: Path | str,
     vocab_size: int = 2048,
     tag_tokens: bool = True,
-    whole_words: Iterable[str] = (),
 ):
-    """Trains a byte-level BPE tokenizer on ``texts`` and saves it (with a ChatML chat template). Each of
-    ``whole_words`` is then one token after a space (``name_tokens.add_whole_words``), ids after the trained ones.
+    """Trains a byte-level BPE tokenizer on ``texts`` and saves it (with a ChatML chat template).
 
     Returns:
         The saved ``PreTrainedTokenizerFast``; eos is ``<|im_end|>``, pad is ``<|endoftext|>``.
@@ -127,12 +112,6 @@ def build_tokenizer(
         show_progress=False,
     )
     tokenizer.train_from_iterator(texts, trainer=trainer)
-    whole_words = list(whole_words)
-    if whole_words:
-        from mr_search_embedded.name_tokens import add_whole_words
-
-        tokenizer, added = add_whole_words(tokenizer, whole_words)
-        logger.info("tokenizer: %d whole-word tokens added for %d words", added, len(set(whole_words)))
     fast = PreTrainedTokenizerFast(
         tokenizer_object=tokenizer,
         eos_token="<|im_end|>",
@@ -199,22 +178,6 @@ def default_texts() -> Iterator[str]:
                 yield row.get("contents") or row.get("question", "")
 
 
-def world_name_words() -> list[str]:
-    """The words of every person's name in the embedded world ``$MR_SEARCH_WORLD`` names, each once, in the order
-    drawn (``TinyModelConfig.name_tokens``). Only the namesake world has them: elsewhere this raises."""
-    from mr_search_embedded.world.variant import WORLD_ENV, world_variant
-
-    variant = world_variant()
-    if variant != "namesake":
-        raise ValueError(
-            f"TinyModelConfig.name_tokens is an option of the namesake world, not of {variant!r}: set "
-            f"{WORLD_ENV}=namesake, or build with name_tokens=False"
-        )
-    from mr_search_embedded.world.namesake import namesake_person_names
-
-    return list(dict.fromkeys(word for name in namesake_person_names() for word in name.split()))
-
-
 def ensure_tiny_model(
     out_dir: Path | str | None = None,
     texts: Iterable[str] | None = None,
@@ -231,13 +194,8 @@ def ensure_tiny_model(
     if done.exists():
         return out
     logger.info("building the tiny policy in %s", out)
-    words = world_name_words() if config.name_tokens else ()
     tokenizer = build_tokenizer(
-        texts if texts is not None else default_texts(),
-        out,
-        config.vocab_size,
-        tag_tokens=config.tag_tokens,
-        whole_words=words,
+        texts if texts is not None else default_texts(), out, config.vocab_size, tag_tokens=config.tag_tokens
     )
     build_model(out, tokenizer, config)
     done.write_text(json.dumps(asdict(config), sort_keys=True))

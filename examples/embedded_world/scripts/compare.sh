@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # `make compare`: MR-Search (K = 3) against the K = 1 baseline (the mr_search estimator at K = 1: RLOO without std) on
-# the embedded world (WORLD=namesake: its opt-in variant), both from the warm-started policy and with the same budget of
-# sampled tokens; held-out evaluation with K_eval = 1..6 greedy attempts; report folder with report.md,
+# the embedded world (MR_SEARCH_WORLD=namesake: its opt-in variant), both from the warm-started policy and with the
+# same budget of sampled tokens; held-out evaluation with K_eval = 1..6 greedy attempts; report folder with report.md,
 # comparison.json, PNG plots and the history of results.
 #
 #   bash examples/embedded_world/scripts/compare.sh                 # 3 seeds, report in reports/compare_embedded
 #   SEEDS=1 STEPS=4 bash examples/embedded_world/scripts/compare.sh # a quicker look
 #   WORK_DIR=runs/compare/<name> bash examples/embedded_world/scripts/compare.sh   # continue: finished pieces are skipped
 #   DRY_RUN=1 bash examples/embedded_world/scripts/compare.sh       # print the plan and exit
-#   WORLD=namesake POLICY=small bash examples/embedded_world/scripts/compare.sh   # the namesake world (its own cache, service and
-#                                                    # report folder, reports/compare_namesake) with the 4-layer policy
+#   MR_SEARCH_WORLD=namesake POLICY=small bash examples/embedded_world/scripts/compare.sh   # the namesake world (its own
+#                                                    # cache, service and report folder, reports/compare_namesake) with
+#                                                    # the 4-layer policy
 #
 # Per seed: MR-Search trains STEPS steps; the baseline trains at the same batch for BASELINE_STEPS steps (default
 # 4 x STEPS: a K = 1 episode is about a third as long, and a step costs seconds where a relaunch costs minutes), the
@@ -33,8 +34,8 @@ ATTEMPTS="${ATTEMPTS:-3}"               # K of MR-Search in training (paper: 3)
 BASELINE_STEPS="${BASELINE_STEPS:-}"    # first try of the baseline's steps; empty: 4 x STEPS
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, both runs
 GROUP_SIZE="${GROUP_SIZE:-4}"           # trajectories per question, both runs
-LR="${LR:-1e-4}"                        # actor learning rate, both runs (every committed run since run 2; the
-                                       # embedded config's own is 1e-5)
+LR="${LR:-1e-4}"                        # actor learning rate, both runs (every reported comparison's; the embedded
+                                       # config's own is 1e-5)
 K_EVAL="${K_EVAL:-6}"                   # evaluation attempts (greedy)
 MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-48}"  # evaluation: new tokens per model turn (the embedded training's)
 MAX_INFO_TOKENS="${MAX_INFO_TOKENS:-256}"  # evaluation: tokens of one <information> block (the training's)
@@ -42,37 +43,26 @@ EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-}"  # evaluation: meta-episode bud
 TOKEN_TOLERANCE="${TOKEN_TOLERANCE:-0.05}"  # baseline tokens within this fraction of the budget: no more steps
 MAX_QUESTIONS="${MAX_QUESTIONS:-40}"    # first N held-out questions per data source (fixed before training)
 WORK_DIR="${WORK_DIR:-}"                # empty: runs/compare/<date>
-WORLD="${WORLD:-default}"               # default | namesake: the embedded world (MR_SEARCH_WORLD; the namesake one
-                                       # is cached under $MR_SEARCH_CACHE/worlds/namesake)
+MR_SEARCH_WORLD="${MR_SEARCH_WORLD:-default}"  # default | namesake: the embedded world, as every Python step reads
+                                       # it (the namesake one is cached under $MR_SEARCH_CACHE/worlds/namesake-v4)
 POLICY="${POLICY:-tiny}"                # tiny | small: the tiny policy's shape the warm start trains
-NAMESAKE_VERSION="${NAMESAKE_VERSION:-}"  # WORLD=namesake only: 2 | 3 | 4, the namesake world's version (empty:
-                                       # $MR_SEARCH_NAMESAKE_VERSION, else 2; 3 and 4 are cached under
-                                       # worlds/namesake-v3, -v4; 4 builds the warm start's recipe 6)
-NAMESAKE_RECIPE="${NAMESAKE_RECIPE:-}"  # WORLD=namesake only: the warm start's recipe (python -m mr_search_embedded.warmstart
-                                       # --namesake-recipe; empty: the version's default; 7-10 are v4's newest)
-[[ "$WORLD" =~ ^(default|namesake)$ ]] || { echo "compare_embedded.sh: WORLD=$WORLD is not valid; use default or namesake" >&2; exit 1; }
-[[ -z "$NAMESAKE_VERSION" || "$WORLD" == namesake ]] \
-  || { echo "compare_embedded.sh: NAMESAKE_VERSION=$NAMESAKE_VERSION needs WORLD=namesake" >&2; exit 1; }
-[[ "$WORLD" != namesake ]] || NAMESAKE_VERSION="${NAMESAKE_VERSION:-${MR_SEARCH_NAMESAKE_VERSION:-2}}"
-[[ "$NAMESAKE_VERSION" =~ ^[234]?$ ]] \
-  || { echo "compare_embedded.sh: NAMESAKE_VERSION=$NAMESAKE_VERSION is not valid; use 2, 3 or 4 (or leave it empty)" >&2; exit 1; }
-[[ -z "$NAMESAKE_RECIPE" || "$WORLD" == namesake ]] \
-  || { echo "compare_embedded.sh: NAMESAKE_RECIPE=$NAMESAKE_RECIPE needs WORLD=namesake" >&2; exit 1; }
-[[ "$NAMESAKE_RECIPE" =~ ^([1-9][0-9]*)?$ ]] \
-  || { echo "compare_embedded.sh: NAMESAKE_RECIPE=$NAMESAKE_RECIPE is not valid; use a recipe number (or leave it empty)" >&2; exit 1; }
-recipe_flag=()  # python -m mr_search_embedded.warmstart (which refuses a recipe its world's version does not build)
-[[ -z "$NAMESAKE_RECIPE" ]] || recipe_flag=(--namesake-recipe "$NAMESAKE_RECIPE")
-if [[ "$WORLD" == default ]]; then
+# Knobs that are gone: one name per setting, and the namesake world has one version and one warm start.
+[[ -z "${WORLD+x}" ]] || { echo "compare.sh: WORLD is now MR_SEARCH_WORLD (WORLD=$WORLD given)" >&2; exit 1; }
+for gone in NAMESAKE_VERSION MR_SEARCH_NAMESAKE_VERSION NAMESAKE_RECIPE; do
+  [[ -z "${!gone+x}" ]] || { echo "compare.sh: $gone is gone: the namesake world has one version and one warm start" \
+    "(MR_SEARCH_WORLD=namesake POLICY=small)" >&2; exit 1; }
+done
+[[ "$MR_SEARCH_WORLD" =~ ^(default|namesake)$ ]] \
+  || { echo "compare.sh: MR_SEARCH_WORLD=$MR_SEARCH_WORLD is not valid; use default or namesake" >&2; exit 1; }
+export MR_SEARCH_WORLD
+if [[ "$MR_SEARCH_WORLD" == default ]]; then
   REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_embedded}"
   RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
 else
   # Another world, another report and another port: a default-world service on 8000 must not answer for it.
-  REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_$WORLD}"
+  REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_$MR_SEARCH_WORLD}"
   RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8019}"
 fi
-export MR_SEARCH_WORLD="$WORLD"
-if [[ -n "$NAMESAKE_VERSION" ]]; then export MR_SEARCH_NAMESAKE_VERSION="$NAMESAKE_VERSION"; else unset MR_SEARCH_NAMESAKE_VERSION; fi
-world_said="$WORLD${NAMESAKE_VERSION:+ v$NAMESAKE_VERSION}${NAMESAKE_RECIPE:+, warm-start recipe $NAMESAKE_RECIPE}"
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 NOTE="${NOTE:-}"                        # one line for the report's history table
 WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
@@ -88,7 +78,7 @@ ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"    # cpu | hf (the same transformers rollou
                                        # empty: hf when a GPU is usable, else cpu
 DRY_RUN="${DRY_RUN:-0}"
 
-die() { echo "compare_embedded.sh: $*" >&2; exit 1; }
+die() { echo "compare.sh: $*" >&2; exit 1; }
 whole() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1=$2 is not valid; use a whole number >= 1"; }
 whole SEEDS "$SEEDS"
 whole STEPS "$STEPS"
@@ -110,7 +100,7 @@ whole MAX_QUESTIONS "$MAX_QUESTIONS"
 [[ "$REFLECTION_QUESTION" =~ ^[01]?$ ]] \
   || die "REFLECTION_QUESTION=$REFLECTION_QUESTION is not valid; use 0 (paper), 1, or leave it empty (the warm start's)"
 [[ "$ROLLOUT_ENGINE" =~ ^(|cpu|hf)$ ]] || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use cpu or hf (or leave it empty)"
-[[ "$POLICY" =~ ^(tiny|small|wide)$ ]] || die "POLICY=$POLICY is not valid; use tiny, small or wide"
+[[ "$POLICY" =~ ^(tiny|small)$ ]] || die "POLICY=$POLICY is not valid; use tiny or small"
 [[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
 ((ATTEMPTS > 1)) || die "ATTEMPTS=$ATTEMPTS is not valid; MR-Search needs >= 2 attempts (the baseline is K = 1)"
 BASELINE_STEPS="${BASELINE_STEPS:-$((4 * STEPS))}"
@@ -132,10 +122,10 @@ fi
 seeds=()
 for ((i = 0; i < SEEDS; i++)); do seeds+=($((SEED_BASE + i))); done
 
-echo "compare_embedded.sh: seeds ${seeds[*]}; MR-Search K=$ATTEMPTS $STEPS steps, baseline K=1 from $BASELINE_STEPS steps;" \
+echo "compare.sh: seeds ${seeds[*]}; MR-Search K=$ATTEMPTS $STEPS steps, baseline K=1 from $BASELINE_STEPS steps;" \
   "batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, lr $LR; eval K_eval=$K_EVAL on $MAX_QUESTIONS questions per source" \
   "($MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode);" \
-  "outcome feedback $feedback_said; world $world_said, policy $POLICY"
+  "outcome feedback $feedback_said; world $MR_SEARCH_WORLD, policy $POLICY"
 echo "  work folder $WORK_DIR, report $REPORT_DIR, retrieval $RETRIEVER_URL"
 [[ "$DRY_RUN" == 1 ]] && exit 0
 
@@ -155,12 +145,12 @@ TRAIN_FILE="${files[0]}"
 TEST_FILE="${files[1]}"
 if [[ -n "$WARM_START" ]]; then
   WARM="$(realpath "$WARM_START")"
-  echo "compare_embedded.sh: starting from the given warm start $WARM"
+  echo "compare.sh: starting from the given warm start $WARM"
 else
-  echo "compare_embedded.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
-  WARM="$("$PYTHON" -m mr_search_embedded.warmstart --policy "$POLICY" "${feedback_flag[@]}" "${recipe_flag[@]}" | tail -n 1)"
+  echo "compare.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
+  WARM="$("$PYTHON" -m mr_search_embedded.warmstart --policy "$POLICY" "${feedback_flag[@]}" | tail -n 1)"
 fi
-# The reflection turns the warm start was trained with (namesake recipe 12 restates the question): training and
+# The reflection turns the warm start was trained with (the namesake world's restate the question): training and
 # evaluation use the same, and a REFLECTION_QUESTION that contradicts it stops here.
 trained_restating="$("$PYTHON" -c 'import sys
 from mr_search_embedded.warmstart.probe import trained_restating
@@ -177,12 +167,12 @@ if [[ "$trained_restating" == 1 ]]; then
   feedback_said+="; reflection turns restate the question"
 fi
 if ! retrieval_healthy "$RETRIEVER_URL"; then
-  echo -n "compare_embedded.sh: "
+  echo -n "compare.sh: "
   retrieval_start_local "$RETRIEVER_URL" "$WORK_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
 fi
 # A service that was already running must serve this world's corpus (another world's would score every search).
 "$PYTHON" -m mr_search_embedded.world.serves --url "$RETRIEVER_URL/retrieve" \
-  || die "the retrieval service at $RETRIEVER_URL does not serve the $WORLD world; stop it or set RETRIEVER_URL"
+  || die "the retrieval service at $RETRIEVER_URL does not serve the $MR_SEARCH_WORLD world; stop it or set RETRIEVER_URL"
 
 # The engine train_grpo_step.sh picks for the embedded preset: stated in the report with the card it ran on.
 # shellcheck source=lib/gpu.sh
@@ -198,9 +188,7 @@ else
   machine+=", no GPU used, shared with other jobs"
 fi
 knobs=""  # the world and policy knobs, when not the defaults, lead the command in the report
-[[ "$WORLD" == default ]] || knobs+="WORLD=$WORLD "
-[[ "${NAMESAKE_VERSION:-2}" == 2 ]] || knobs+="NAMESAKE_VERSION=$NAMESAKE_VERSION "
-[[ -z "$NAMESAKE_RECIPE" ]] || knobs+="NAMESAKE_RECIPE=$NAMESAKE_RECIPE "
+[[ "$MR_SEARCH_WORLD" == default ]] || knobs+="MR_SEARCH_WORLD=$MR_SEARCH_WORLD "
 [[ -z "$WARM_START" ]] || knobs+="WARM_START=$WARM "
 [[ "$POLICY" == tiny ]] || knobs+="POLICY=$POLICY "
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
@@ -214,7 +202,7 @@ meta = {
     "learning rate": "$LR",
     "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE; $MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode; outcome feedback $feedback_said",
     "warm start": "$WARM",
-    "world": "$world_said",
+    "world": "$MR_SEARCH_WORLD",
     "policy": "$POLICY",
     "work": "$WORK_DIR",
 }
@@ -225,7 +213,7 @@ PY
 train() {  # train <run dir> <attempts> <steps> <seed>
   local run="$1" attempts="$2" steps="$3" seed="$4"
   if compgen -G "$run/checkpoints/global_step_$steps" >/dev/null; then
-    echo "compare_embedded.sh: $run already has step $steps; skipped"
+    echo "compare.sh: $run already has step $steps; skipped"
     return 0
   fi
   if [[ "$WAIT_FOR_IDLE" == 1 ]]; then
@@ -275,14 +263,14 @@ evaluated() {  # evaluated <out dir> LABEL=PATH...: true if <out dir> holds that
 finish_evaluation() {  # waits for the evaluation in the background, if any; stops on its failure
   [[ -n "$BACKGROUND_PID" ]] || return 0
   background_finish || die "$BACKGROUND_WHAT failed (its log is named above)"
-  echo "compare_embedded.sh: $BACKGROUND_WHAT done ($(date -u +%H:%M:%S) UTC)"
+  echo "compare.sh: $BACKGROUND_WHAT done ($(date -u +%H:%M:%S) UTC)"
 }
 
 start_evaluation() {  # start_evaluation <what> <out dir> LABEL=PATH...: after the one in flight, in the
   local what="$1"       # background with OVERLAP_EVAL=1
   shift
   finish_evaluation
-  echo "compare_embedded.sh: $what ($(date -u +%H:%M:%S) UTC)"
+  echo "compare.sh: $what ($(date -u +%H:%M:%S) UTC)"
   if [[ "$OVERLAP_EVAL" == 1 ]]; then
     background_start "$what" evaluate "$@"
   else
@@ -297,29 +285,29 @@ fi
 for seed in "${seeds[@]}"; do
   dir="$WORK_DIR/seed_$seed"
   mkdir -p "$dir"
-  echo "compare_embedded.sh: seed $seed: MR-Search K=$ATTEMPTS, $STEPS steps ($(date -u +%H:%M:%S) UTC)"
+  echo "compare.sh: seed $seed: MR-Search K=$ATTEMPTS, $STEPS steps ($(date -u +%H:%M:%S) UTC)"
   train "$dir/mr_search" "$ATTEMPTS" "$STEPS" "$seed"
-  echo "compare_embedded.sh: seed $seed: baseline K=1, $BASELINE_STEPS steps ($(date -u +%H:%M:%S) UTC)"
+  echo "compare.sh: seed $seed: baseline K=1, $BASELINE_STEPS steps ($(date -u +%H:%M:%S) UTC)"
   train "$dir/baseline" 1 "$BASELINE_STEPS" "$seed"
   read -r needed step < <(match_budget "$dir")
   if ((needed > BASELINE_STEPS)); then
-    echo "compare_embedded.sh: seed $seed: baseline short of the token budget; resuming to $needed steps"
+    echo "compare.sh: seed $seed: baseline short of the token budget; resuming to $needed steps"
     train "$dir/baseline" 1 "$needed" "$seed"
     read -r needed step < <(match_budget "$dir")
   fi
   pair=("mr_search=$dir/mr_search/checkpoints/global_step_$STEPS" "baseline=$dir/baseline/checkpoints/global_step_$step")
   if evaluated "$dir/eval" "${pair[@]}"; then
-    echo "compare_embedded.sh: seed $seed: $dir/eval already evaluated MR-Search step $STEPS and baseline step $step; skipped"
+    echo "compare.sh: seed $seed: $dir/eval already evaluated MR-Search step $STEPS and baseline step $step; skipped"
   else
     start_evaluation "seed $seed: evaluating MR-Search step $STEPS and baseline step $step" "$dir/eval" "${pair[@]}"
   fi
-  echo "compare_embedded.sh: seed $seed trained ($(date -u +%H:%M:%S) UTC)"
+  echo "compare.sh: seed $seed trained ($(date -u +%H:%M:%S) UTC)"
 done
 finish_evaluation
 
 report=(--work "$WORK_DIR" --out "$REPORT_DIR" --mr-rows "$ROWS" --baseline-rows "$ROWS" --gain-attempt "$ATTEMPTS")
 [[ -z "$NOTE" ]] || report+=(--note "$NOTE")
 "$PYTHON" -m mr_search_embedded.compare report "${report[@]}"
-echo "compare_embedded.sh: done in ${SECONDS}s. Report: $REPORT_DIR/report.md"
+echo "compare.sh: done in ${SECONDS}s. Report: $REPORT_DIR/report.md"
 exit
 }

@@ -5,6 +5,7 @@
 #   bash examples/embedded_world/scripts/eval.sh                       # latest quickstart run under runs/, else the untrained tiny model
 #   MODEL_PATH=runs/<run> bash examples/embedded_world/scripts/eval.sh # a run folder, a global_step_N checkpoint or an HF folder
 #   K_EVAL=6 MAX_QUESTIONS=20 bash examples/embedded_world/scripts/eval.sh
+#   MR_SEARCH_WORLD=namesake MODEL_PATH=... bash examples/embedded_world/scripts/eval.sh   # the namesake world's questions
 #
 # Every knob is an environment variable; extra arguments go to `python -m mr_search.eval` unchanged.
 set -euo pipefail
@@ -12,6 +13,13 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 PYTHON="${PYTHON:-python}"
 export MR_SEARCH_CACHE="${MR_SEARCH_CACHE:-$HOME/.cache/mr_search}"
+
+# --- world ---
+MR_SEARCH_WORLD="${MR_SEARCH_WORLD:-default}"  # default | namesake: the embedded world, as every Python step reads it
+[[ -z "${WORLD+x}" ]] || { echo "eval.sh: WORLD is now MR_SEARCH_WORLD (WORLD=$WORLD given)" >&2; exit 1; }
+[[ "$MR_SEARCH_WORLD" =~ ^(default|namesake)$ ]] \
+  || { echo "eval.sh: MR_SEARCH_WORLD=$MR_SEARCH_WORLD is not valid; use default or namesake" >&2; exit 1; }
+export MR_SEARCH_WORLD
 
 # --- model ---
 MODEL_PATH="${MODEL_PATH:-}"          # empty: the newest runs/embedded-* run with a checkpoint, else the tiny model
@@ -33,14 +41,20 @@ CONCURRENCY="${CONCURRENCY:-32}"
 TORCH_THREADS="${TORCH_THREADS:-1}"
 
 # --- retrieval ---
-RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"  # base URL (POST /retrieve, GET /health)
+# base URL (POST /retrieve, GET /health); the namesake world's own port as in compare.sh, so a default-world service
+# on 8000 never answers for it
+if [[ "$MR_SEARCH_WORLD" == default ]]; then
+  RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
+else
+  RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8019}"
+fi
 START_RETRIEVER="${START_RETRIEVER:-auto}"    # auto: start retrieval_launch.sh when /health is silent; no: never
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 
 # --- output ---
 OUT_DIR="${OUT_DIR:-}"                # empty: runs/eval/<label>-<date>
 
-die() { echo "eval_embedded.sh: $*" >&2; exit 1; }
+die() { echo "eval.sh: $*" >&2; exit 1; }
 
 # shellcheck source=lib/retrieval.sh
 source "$ROOT/scripts/lib/retrieval.sh"
@@ -64,7 +78,7 @@ if [[ -z "$MODEL_PATH" ]]; then
     MODEL_PATH="$newest"
     LABEL="${LABEL:-$(basename "$newest")}"
   else
-    echo "eval_embedded.sh: no quickstart run with a checkpoint under $RUNS_DIR; evaluating the untrained tiny model"
+    echo "eval.sh: no quickstart run with a checkpoint under $RUNS_DIR; evaluating the untrained tiny model"
     MODEL_PATH="$("$PYTHON" -c 'from mr_search_embedded.tiny_model import ensure_tiny_model; print(ensure_tiny_model())')"
     LABEL="${LABEL:-untrained-tiny}"
   fi
@@ -78,7 +92,7 @@ TEST_FILE="$("$PYTHON" -c 'from mr_search_embedded.data import ensure_embedded_p
 # --- retrieval service ---
 if ! retrieval_healthy "$RETRIEVER_URL"; then
   [[ "$START_RETRIEVER" != no ]] || die "no retrieval service answers at $RETRIEVER_URL/health (START_RETRIEVER=no)"
-  echo -n "eval_embedded.sh: "
+  echo -n "eval.sh: "
   retrieval_start_local "$RETRIEVER_URL" "$OUT_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
 fi
 
@@ -92,6 +106,6 @@ args=(
 )
 [[ -z "$MAX_QUESTIONS" ]] || args+=(--max-questions "$MAX_QUESTIONS")
 OMP_NUM_THREADS="$TORCH_THREADS" "$PYTHON" -m mr_search.eval "${args[@]}" "$@" >/dev/null
-echo "eval_embedded.sh: results in $OUT_DIR"
+echo "eval.sh: results in $OUT_DIR"
 echo "  $OUT_DIR/results.md  $OUT_DIR/results.json  $OUT_DIR/em_by_attempt.png  $OUT_DIR/trajectories.html"
 echo "$OUT_DIR"

@@ -10,11 +10,13 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-SCRIPT = ROOT / "scripts" / "compare_embedded.sh"
+SCRIPT = ROOT / "examples" / "embedded_world" / "scripts" / "compare.sh"
+# Knobs a test passes itself, never the caller's shell.
+OWN = ("MR_SEARCH_WORLD", "WORLD", "POLICY", "NAMESAKE_VERSION", "MR_SEARCH_NAMESAKE_VERSION", "NAMESAKE_RECIPE")
 
 
 def run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
-    inherited = {k: v for k, v in os.environ.items() if k != "MR_SEARCH_NAMESAKE_VERSION"}
+    inherited = {k: v for k, v in os.environ.items() if k not in OWN}
     full = {**inherited, "PYTHON": sys.executable, "DRY_RUN": "1", "MR_SEARCH_CACHE": str(tmp_path), **env}
     return subprocess.run(["bash", str(SCRIPT)], env=full, capture_output=True, text=True, timeout=60, check=False)
 
@@ -44,36 +46,27 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
 
 
 def test_the_namesake_world_gets_its_own_report_and_port(tmp_path: Path) -> None:
-    result = run(tmp_path, WORLD="namesake", POLICY="small")
+    result = run(tmp_path, MR_SEARCH_WORLD="namesake", POLICY="small")
     assert result.returncode == 0, result.stderr
-    assert "world namesake v2, policy small" in result.stdout
+    assert "world namesake, policy small" in result.stdout
     assert f"report {ROOT}/reports/compare_namesake, retrieval http://127.0.0.1:8019" in result.stdout
     default = run(tmp_path)
     assert "world default, policy tiny" in default.stdout
     assert f"report {ROOT}/reports/compare_embedded, retrieval http://127.0.0.1:8000" in default.stdout
 
 
-def test_the_namesake_version_is_chosen_and_said(tmp_path: Path) -> None:
-    assert (
-        "world namesake v3, policy small"
-        in run(tmp_path, WORLD="namesake", POLICY="small", NAMESAKE_VERSION="3").stdout
-    )
-    assert (
-        "world namesake v4, policy small"
-        in run(tmp_path, WORLD="namesake", POLICY="small", NAMESAKE_VERSION="4").stdout
-    )
-    # The variable the world reads is honoured too, and said, so a report never hides which version ran.
-    said = run(tmp_path, WORLD="namesake", MR_SEARCH_NAMESAKE_VERSION="3")
-    assert said.returncode == 0, said.stderr
-    assert "world namesake v3, policy tiny" in said.stdout
-    # The warm start's recipe, when chosen, is said with the world.
-    recipe = run(tmp_path, WORLD="namesake", POLICY="small", NAMESAKE_VERSION="4", NAMESAKE_RECIPE="7")
-    assert recipe.returncode == 0, recipe.stderr
-    assert "world namesake v4, warm-start recipe 7, policy small" in recipe.stdout
-    # It means nothing to the default world, which ignores it (NAMESAKE_VERSION itself is refused there, below).
-    default = run(tmp_path, MR_SEARCH_NAMESAKE_VERSION="3")
-    assert default.returncode == 0, default.stderr
-    assert "world default, policy tiny" in default.stdout
+@pytest.mark.parametrize(
+    ("env", "message"),
+    [
+        ({"WORLD": "namesake"}, "WORLD is now MR_SEARCH_WORLD (WORLD=namesake given)"),
+        ({"NAMESAKE_VERSION": "4"}, "NAMESAKE_VERSION is gone: the namesake world has one version and one warm start"),
+        ({"MR_SEARCH_NAMESAKE_VERSION": "4"}, "MR_SEARCH_NAMESAKE_VERSION is gone"),
+        ({"MR_SEARCH_WORLD": "namesake", "NAMESAKE_RECIPE": "14"}, "NAMESAKE_RECIPE is gone"),
+    ],
+)
+def test_one_name_per_knob_and_retired_knobs_are_named(tmp_path: Path, env: dict[str, str], message: str) -> None:
+    result = run(tmp_path, **env)
+    assert result.returncode != 0 and message in result.stderr
 
 
 @pytest.mark.parametrize(
@@ -92,12 +85,8 @@ def test_the_namesake_version_is_chosen_and_said(tmp_path: Path) -> None:
         ({"OUTCOME_FEEDBACK": "yes"}, "OUTCOME_FEEDBACK=yes is not valid; use 0 (paper) or 1"),
         ({"WARM_START": "/nowhere"}, "WARM_START=/nowhere holds no HF model (config.json)"),
         ({"REFLECTION_QUESTION": "on"}, "REFLECTION_QUESTION=on is not valid; use 0 (paper), 1, or leave it empty"),
-        ({"WORLD": "twins"}, "WORLD=twins is not valid; use default or namesake"),
-        ({"POLICY": "huge"}, "POLICY=huge is not valid; use tiny, small or wide"),
-        ({"WORLD": "namesake", "NAMESAKE_VERSION": "1"}, "NAMESAKE_VERSION=1 is not valid; use 2, 3 or 4"),
-        ({"NAMESAKE_VERSION": "3"}, "NAMESAKE_VERSION=3 needs WORLD=namesake"),
-        ({"NAMESAKE_RECIPE": "7"}, "NAMESAKE_RECIPE=7 needs WORLD=namesake"),
-        ({"WORLD": "namesake", "NAMESAKE_RECIPE": "seven"}, "NAMESAKE_RECIPE=seven is not valid; use a recipe number"),
+        ({"MR_SEARCH_WORLD": "twins"}, "MR_SEARCH_WORLD=twins is not valid; use default or namesake"),
+        ({"POLICY": "wide"}, "POLICY=wide is not valid; use tiny or small"),
     ],
 )
 def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:

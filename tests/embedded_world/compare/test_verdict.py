@@ -26,7 +26,7 @@ def _reference(per_seed: list[dict], attempt: int) -> tuple[float, float, bool]:
 @pytest.mark.parametrize(
     ("seeds", "met"),
     [
-        # recipe 13 at 16 steps, in shape: MR +15.8 +- 0.8, the baseline's spread wide -> not met
+        # a gain for MR-Search (+15.8 +- 0.8) but the baseline's spread wide -> not met
         (
             [
                 ([45.8, 62.5, 61.7], [65.0, 70.0, 66.7]),

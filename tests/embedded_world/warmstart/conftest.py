@@ -116,10 +116,10 @@ def tokenizer(tiny_policy):
 
 
 @pytest.fixture(scope="module")
-def small_v4():
-    """The namesake world's version 4 with 24 groups: its lexical index and training questions."""
+def small_namesake():
+    """The namesake world with 24 groups: its lexical index and training questions."""
     from mr_search_embedded.warmstart.lookup import LexicalIndex
     from mr_search_embedded.world.namesake import NamesakeConfig, build_namesake_world
 
-    corpus, train, _ = build_namesake_world(0, NamesakeConfig(groups=24), version=4)
+    corpus, train, _ = build_namesake_world(0, NamesakeConfig(groups=24))
     return LexicalIndex(corpus), train

@@ -1,20 +1,15 @@
-"""The namesake world's version 4 in the warm start (recipe 6): transcripts whose thought after the search for N says
-whether the question's profession word is in the passages, and a decision stage of freshly drawn groups."""
+"""The namesake world in the warm start: transcripts whose thought after the search for N says whether the question's
+profession word is in the passages, and decision windows of freshly drawn groups."""
 
 from __future__ import annotations
 
 import random
 import re
-from dataclasses import replace
+from dataclasses import asdict
 
 import pytest
 
-from mr_search_embedded.warmstart.decision import presence_windows
-from mr_search_embedded.warmstart.train import (
-    NAMESAKE_PRESENCE_DECISION_STEPS,
-    NAMESAKE_PRESENCE_RECIPE,
-    warmstart_config,
-)
+from mr_search_embedded.warmstart.decision import presence_windows, world_name_words
 from mr_search_embedded.warmstart.transcripts import (
     MAY_BE_WRONG,
     THINK_ABSENT,
@@ -22,12 +17,15 @@ from mr_search_embedded.warmstart.transcripts import (
     TranscriptBuilder,
     TranscriptConfig,
 )
+from mr_search_embedded.world.facts import WorldConfig
 from mr_search_embedded.world.namesake import (
     CONTROL_RELATION,
     RETRY_RELATION,
     NamesakeConfig,
     build_namesake_world,
 )
+
+NAME_WORDS = world_name_words({"seed": 0, "config": asdict(WorldConfig())})
 
 
 def _words(text: str) -> set[str]:
@@ -42,9 +40,9 @@ def _profession(question: str) -> str:
     return re.match(r"Where was the (\w+) ", question).group(1)
 
 
-def test_the_first_search_shows_the_profession_for_a_control_only(small_v4) -> None:
-    index, train = small_v4
-    builder = TranscriptBuilder(index, train, TranscriptConfig(namesake_presence=True, p_wrong=0.0))
+def test_the_first_search_shows_the_profession_for_a_control_only(small_namesake) -> None:
+    index, train = small_namesake
+    builder = TranscriptBuilder(index, train, TranscriptConfig(p_wrong=0.0))
     for relation, present in ((RETRY_RELATION, False), (CONTROL_RELATION, True)):
         rows = _kind(train, relation)
         assert len(rows) >= 20
@@ -54,9 +52,9 @@ def test_the_first_search_shows_the_profession_for_a_control_only(small_v4) -> N
             assert (_profession(row["question"]) in _words(searched.text)) is present, row["question"]
 
 
-def test_a_retry_question_searches_the_profession_and_the_name(small_v4) -> None:
-    index, train = small_v4
-    builder = TranscriptBuilder(index, train, TranscriptConfig(namesake_presence=True, p_wrong=0.99))
+def test_a_retry_question_searches_the_profession_and_the_name(small_namesake) -> None:
+    index, train = small_namesake
+    builder = TranscriptBuilder(index, train, TranscriptConfig(p_wrong=0.99))
     rows = _kind(train, RETRY_RELATION)
     slipped = 0
     for seed, row in enumerate(rows):
@@ -83,9 +81,9 @@ def test_a_retry_question_searches_the_profession_and_the_name(small_v4) -> None
     assert slipped > len(rows) // 2
 
 
-def test_a_control_question_answers_after_the_first_search(small_v4) -> None:
-    index, train = small_v4
-    builder = TranscriptBuilder(index, train, TranscriptConfig(namesake_presence=True, p_wrong=0.0))
+def test_a_control_question_answers_after_the_first_search(small_namesake) -> None:
+    index, train = small_namesake
+    builder = TranscriptBuilder(index, train, TranscriptConfig(p_wrong=0.0))
     for row in _kind(train, CONTROL_RELATION):
         attempt = builder.build(row, random.Random(0)).attempts[0]
         present = THINK_PRESENT.format(profession=_profession(row["question"]))
@@ -94,14 +92,14 @@ def test_a_control_question_answers_after_the_first_search(small_v4) -> None:
         )
 
 
-def test_presence_windows_are_fresh_groups_of_both_kinds(small_v4) -> None:
-    index, train = small_v4
-    windows = presence_windows(train, index, 40, seed=2)
-    assert windows == presence_windows(train, index, 40, seed=2), "deterministic for a seed"
+def test_presence_windows_are_fresh_groups_of_both_kinds(small_namesake) -> None:
+    index, train = small_namesake
+    windows = presence_windows(train, index, 40, NAME_WORDS, seed=2)
+    assert windows == presence_windows(train, index, 40, NAME_WORDS, seed=2), "deterministic for a seed"
     titles = {doc["title"] for doc in index.docs}
     for number, window in enumerate(windows):
         search, information, decision = window.attempts[0]
-        assert not search.trained and decision.trained, "the window teaches the decision turn only"
+        assert search.trained and decision.trained, "the window trains the search for N and the decision"
         name = re.search(r"<search> (.+) </search>", search.text).group(1)
         profession = _profession(window.question)
         assert name not in titles, "a fresh name, not one of the world's"
@@ -115,24 +113,7 @@ def test_presence_windows_are_fresh_groups_of_both_kinds(small_v4) -> None:
             assert window.golden_answers[0] in information.text
 
 
-def test_recipe_6_is_for_version_4_only(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
-    config = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_PRESENCE_RECIPE)
-    assert config.transcripts.namesake_presence and not config.transcripts.namesake_copy
-    assert config.decision_steps == NAMESAKE_PRESENCE_DECISION_STEPS and config.decision_last and config.decision_lr
-    assert config.decision_search_loss
-    with pytest.raises(ValueError, match="recipe 3 does not fit the namesake world's version 4"):
-        warmstart_config(world="namesake", namesake_recipe=3)
-    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "3")
-    with pytest.raises(ValueError, match="recipe 6 does not fit the namesake world's version 3"):
-        warmstart_config(world="namesake", namesake_recipe=NAMESAKE_PRESENCE_RECIPE)
-    key = config.key()
-    assert key not in {warmstart_config(world="namesake", namesake_recipe=r).key() for r in range(1, 6)}
-    with pytest.raises(ValueError, match="exclude each other"):
-        TranscriptConfig(namesake_copy=True, namesake_presence=True)
-
-
-def test_the_probe_counts_the_reformulation_as_v4s_second_hop(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_probe_counts_the_reformulation_as_the_second_hop(monkeypatch: pytest.MonkeyPatch) -> None:
     from mr_search_embedded.warmstart.probe import _presence_queries
 
     rows = [
@@ -141,41 +122,19 @@ def test_the_probe_counts_the_reformulation_as_v4s_second_hop(monkeypatch: pytes
         {"extra_info": {"id": "c", "question": "Where was Aldo Venn born?", "relation": "birthplace"}},
     ]
     monkeypatch.setenv("MR_SEARCH_WORLD", "namesake")
-    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
     assert _presence_queries(rows) == {"a": "sailor Aldo Venn"}
-    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "3")
-    assert _presence_queries(rows) == {}, "before version 4 the second hop is the alias's title"
+    monkeypatch.delenv("MR_SEARCH_WORLD")
+    assert _presence_queries(rows) == {}, "the default world has no namesake questions"
 
 
-def test_recipes_7_and_8_mix_the_decision_windows_and_recipe_6_keeps_its_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    from mr_search_embedded.warmstart.train import NAMESAKE_MIXED_RECIPE, NAMESAKE_SHUFFLED_RECIPE
-
-    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
-    six = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_PRESENCE_RECIPE)
-    assert six.key() == "a76b922e103c", "recipe 6 (the 6c build, warmstart/f81a03563e57) keeps its key"
-    seven = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_MIXED_RECIPE)
-    assert seven.decision_mixed and not seven.decision_steps and not seven.decision_last and not seven.decision_lr
-    assert seven.decision_name_words and seven.decision_search_loss and seven.transcripts.namesake_presence
-    assert seven.transcripts.p_verify_found is not None
-    assert seven.transcripts.p_verify_found < seven.transcripts.p_verify
-    assert seven.decision_count >= 12_000, "as many fresh windows as the check needed to cross chance"
-    assert seven.key() == "5a35f173d0c2", "recipe 7 (the 6d build, warmstart/bfc14dd4ea6b) keeps its key"
-    eight = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_SHUFFLED_RECIPE)
-    assert eight == replace(seven, transcripts=replace(seven.transcripts, presence_gold_shuffled=True))
-    assert len({six.key(), seven.key(), eight.key()}) == 3
-    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "3")
-    with pytest.raises(ValueError, match="recipe 7 does not fit the namesake world's version 3"):
-        warmstart_config(world="namesake", namesake_recipe=NAMESAKE_MIXED_RECIPE)
-
-
-def test_a_found_answer_is_kept_more_often_than_checked(small_v4) -> None:
+def test_a_found_answer_is_kept_more_often_than_checked(small_namesake) -> None:
     """``p_verify_found``: after a fix of a wrong answer, and after any right attempt of a namesake question, the next
     attempt checks with that chance (here 0: keeps); other right first attempts still check with ``p_verify``."""
     from mr_search_embedded.warmstart.transcripts import THINK_KEEP
 
-    index, train = small_v4
-    found = TranscriptConfig(namesake_presence=True, p_wrong=0.5, p_verify=1.0, p_verify_found=0.0)
-    before = TranscriptConfig(namesake_presence=True, p_wrong=0.5, p_verify=1.0)
+    index, train = small_namesake
+    found = TranscriptConfig(p_wrong=0.5, p_verify=1.0, p_verify_found=0.0)
+    before = TranscriptConfig(p_wrong=0.5, p_verify=1.0)
     keep = f"<think> {THINK_KEEP} </think>"
     kept = {"fixed": 0, "namesake": 0, "checked": 0}
     for builder_config, expect_keep in ((found, True), (before, False)):
@@ -195,66 +154,47 @@ def test_a_found_answer_is_kept_more_often_than_checked(small_v4) -> None:
                     assert not is_keep, "a right first attempt of another question is still checked (p_verify 1)"
                     kept["checked"] += 1
     assert min(kept.values()) > 5, kept
-    same = TranscriptConfig(namesake_presence=True, p_verify_found=None)
+    same = TranscriptConfig(p_verify_found=None)
     assert TranscriptBuilder(index, train, same).build(train[0], random.Random(1)) == TranscriptBuilder(
-        index, train, TranscriptConfig(namesake_presence=True)
+        index, train, TranscriptConfig()
     ).build(train[0], random.Random(1))
     with pytest.raises(ValueError, match=r"p_verify_found=1\.5"):
         TranscriptConfig(p_verify_found=1.5)
 
 
-def test_fresh_window_names_can_use_every_word_held_out_names_use(small_v4) -> None:
-    """Recipe 7's windows draw N from ``world_name_words`` (every v3/v4 name's words, held-out ones included);
-    recipe 6's from the training namesake names' words only, which miss words of held-out names."""
-    from dataclasses import asdict
-
-    from mr_search_embedded.warmstart.decision import world_name_words
-    from mr_search_embedded.world.facts import WorldConfig
-
-    index, train = small_v4
-    _, _, test = build_namesake_world(0, NamesakeConfig(groups=24), version=4)
-    firsts, lasts = world_name_words({"seed": 0, "config": asdict(WorldConfig())})
+def test_fresh_window_names_can_use_every_word_held_out_names_use(small_namesake) -> None:
+    """The windows draw N from ``world_name_words`` (the words every name of the world recombines, held-out ones
+    included), never a name the corpus has."""
+    index, train = small_namesake
+    _, _, test = build_namesake_world(0, NamesakeConfig(groups=24))
+    firsts, lasts = NAME_WORDS
     held_out = {index.doc(row["gold_doc_ids"][0])["title"] for row in test if row["relation"] == RETRY_RELATION}
     assert held_out and all(n.split()[0] in firsts and n.split()[-1] in lasts for n in held_out)
     titles = {doc["title"] for doc in index.docs}
-
-    def window_words(name_words) -> set[str]:
-        windows = presence_windows(train, index, 400, seed=2, name_words=name_words)
-        names = [re.search(r"<search> (.+) </search>", w.attempts[0][0].text).group(1) for w in windows]
-        assert not set(names) & titles, "a fresh name, never one of the world's"
-        return {word for name in names for word in name.split()}
-
-    wide, narrow = window_words((firsts, lasts)), window_words(None)
-    assert wide <= set(firsts) | set(lasts) and len(wide) > 2 * len(narrow)
-    held_out_words = {word for name in held_out for word in name.split()}
-    assert held_out_words - narrow, "recipe 6's windows miss words of held-out names"
+    windows = presence_windows(train, index, 400, NAME_WORDS, seed=2)
+    names = [re.search(r"<search> (.+) </search>", w.attempts[0][0].text).group(1) for w in windows]
+    assert not set(names) & titles, "a fresh name, never one of the world's"
+    words = {word for name in names for word in name.split()}
+    assert words <= set(firsts) | set(lasts)
+    assert len(words) > 100, "names from the whole vocabulary of name words, not from a few hundred groups"
     with pytest.raises(ValueError, match="no 'seed' or 'config'"):
         world_name_words({"seed": 0})
     with pytest.raises(ValueError, match="no first names or no surnames"):
-        presence_windows(train, index, 2, name_words=([], ["Venn"]))
+        presence_windows(train, index, 2, ([], ["Venn"]))
 
 
-def test_bs_article_takes_a_drawn_place_among_the_passages_with_presence_gold_shuffled(small_v4) -> None:
-    """Recipe 8: the lexical search for "<profession> N" misses B's article; it was always passage 3 (recipe 6, 7),
-    with ``presence_gold_shuffled`` it takes a place drawn from the query; all else is as before."""
-    index, train = small_v4
-    places: dict[bool, list[int]] = {False: [], True: []}
-    for shuffled in (False, True):
-        config = TranscriptConfig(namesake_presence=True, p_wrong=0.0, presence_gold_shuffled=shuffled)
-        builder = TranscriptBuilder(index, train, config)
-        for row in _kind(train, RETRY_RELATION):
-            attempt = builder.build(row, random.Random(0)).attempts[0]
-            second = [t for t in attempt if t.role == "information"][1].text
-            titles = re.findall(r'Doc \d\(Title: "([^"]+)"\)', second)
-            b_title = index.doc(row["gold_doc_ids"][1])["title"]
-            assert titles.count(b_title) == 1 and len(titles) == 3, second
-            places[shuffled].append(titles.index(b_title))
-            if not shuffled:
-                continue
-            plain = TranscriptBuilder(index, train, replace(config, presence_gold_shuffled=False))
-            before = plain.build(row, random.Random(0)).attempts[0]
-            assert [t.text for t in before if t.role == "model"] == [t.text for t in attempt if t.role == "model"]
-            again = builder.build(row, random.Random(0)).attempts[0]
-            assert again == attempt, "the place is drawn from the query: deterministic"
-    assert set(places[False]) == {2}, "recipe 6's and 7's transcripts: B's article always last"
-    assert set(places[True]) == {0, 1, 2}
+def test_bs_article_takes_a_place_among_the_passages_drawn_from_the_query(small_namesake) -> None:
+    """The lexical search for "<profession> N" misses B's article: it takes a place among the passages drawn from the
+    query (the agent's dense index does not always rank it first), the same place for the same query."""
+    index, train = small_namesake
+    builder = TranscriptBuilder(index, train, TranscriptConfig(p_wrong=0.0))
+    places = []
+    for row in _kind(train, RETRY_RELATION):
+        attempt = builder.build(row, random.Random(0)).attempts[0]
+        second = [t for t in attempt if t.role == "information"][1].text
+        titles = re.findall(r'Doc \d\(Title: "([^"]+)"\)', second)
+        b_title = index.doc(row["gold_doc_ids"][1])["title"]
+        assert titles.count(b_title) == 1 and len(titles) == 3, second
+        places.append(titles.index(b_title))
+        assert builder.build(row, random.Random(0)).attempts[0] == attempt, "drawn from the query: deterministic"
+    assert set(places) == {0, 1, 2}

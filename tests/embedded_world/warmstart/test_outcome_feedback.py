@@ -4,6 +4,7 @@ answer was right, as the agent loop says it with ``mr_search.episode.outcome_fee
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from mr_search import prompts
 from mr_search.agent.tokens import EnvEncoder
@@ -63,19 +64,11 @@ def test_the_reflection_turns_say_what_the_agent_loop_says(index, mini_questions
     assert "was correct" not in text and "was incorrect" not in text, "the paper's reflection turn says neither"
 
 
-def test_the_option_gets_its_own_build_and_leaves_the_defaults_key():
+def test_the_option_gets_its_own_build_in_either_world():
     assert warmstart_config() == WarmStartConfig()
-    assert warmstart_config(True).transcripts.outcome_feedback
-    assert warmstart_config(True).key() != WarmStartConfig().key()
-    # The key of the default build from before the option existed (compare runs 5-6 name its folder).
-    assert WarmStartConfig().key() == "18f3fe193c67"
-
-
-def test_the_namesake_world_shows_more_retries():
-    from mr_search_embedded.warmstart.train import NAMESAKE_SINGLE_ATTEMPT_SHARE
-
     assert warmstart_config(world="default") == WarmStartConfig()
-    namesake = warmstart_config(world="namesake")
-    assert namesake.single_attempt_share == NAMESAKE_SINGLE_ATTEMPT_SHARE < WarmStartConfig().single_attempt_share
-    assert namesake.key() != WarmStartConfig().key()
-    assert warmstart_config(True, "namesake").transcripts.outcome_feedback
+    for world in ("default", "namesake"):
+        plain, told = warmstart_config(False, world), warmstart_config(True, world)
+        assert told.transcripts.outcome_feedback and not plain.transcripts.outcome_feedback
+        assert told == replace(plain, transcripts=replace(plain.transcripts, outcome_feedback=True))
+        assert told.key() != plain.key()

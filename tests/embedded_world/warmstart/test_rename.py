@@ -1,4 +1,5 @@
-"""Recipe 14: the asked-about entity of a share of the one- and two-hop transcripts renamed with a fresh name."""
+"""The asked-about entity of a share of the one- and two-hop transcripts renamed with a fresh name
+(``TranscriptConfig.p_rename``; half of them in the namesake world's warm start)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from dataclasses import replace
 import pytest
 
 from mr_search_embedded.warmstart.rename import Renamer, subject_of
-from mr_search_embedded.warmstart.train import NAMESAKE_LONG_RECIPE, NAMESAKE_RENAME_RECIPE, warmstart_config
 from mr_search_embedded.warmstart.transcripts import TranscriptConfig, build_transcripts
 from mr_search_embedded.world.namesake import CONTROL_RELATION, RETRY_RELATION
 
@@ -28,8 +28,8 @@ def _subject_word_counts(transcript, subject: str) -> int:
     return sum(len(re.findall(rf"\b{re.escape(w)}\b", text)) for w in subject.split() for text in _texts(transcript))
 
 
-def test_a_renamed_transcript_holds_a_fresh_name_in_place_of_the_entity(small_v4) -> None:
-    index, train = small_v4
+def test_a_renamed_transcript_holds_a_fresh_name_in_place_of_the_entity(small_namesake) -> None:
+    index, train = small_namesake
     corpus_words = {w.lower() for doc in index.docs for w in _words(f"{doc['title']} {doc['text']}")}
     rows = [r for r in train if r["relation"] not in NAMESAKE][:40]
     config = TranscriptConfig(p_wrong=0.9)
@@ -57,9 +57,9 @@ def test_a_renamed_transcript_holds_a_fresh_name_in_place_of_the_entity(small_v4
     assert build_transcripts(rows, index, 40, replace(config, p_rename=1.0)) == renamed, "seeded"
 
 
-def test_a_share_is_renamed_the_rest_and_every_namesake_transcript_stay(small_v4) -> None:
-    index, train = small_v4
-    config = TranscriptConfig(namesake_presence=True, p_wrong=0.9)
+def test_a_share_is_renamed_the_rest_and_every_namesake_transcript_stay(small_namesake) -> None:
+    index, train = small_namesake
+    config = TranscriptConfig(p_wrong=0.9)
     plain = build_transcripts(train, index, 200, config)
     half = build_transcripts(train, index, 200, replace(config, p_rename=0.5))
     same = [a == b for a, b in zip(plain, half, strict=True)]
@@ -68,8 +68,8 @@ def test_a_share_is_renamed_the_rest_and_every_namesake_transcript_stay(small_v4
     assert all(a == b for a, b in zip(plain, half, strict=True) if a.question in namesake_questions)
 
 
-def test_names_that_are_also_plain_words_are_left_alone(small_v4) -> None:
-    index, train = small_v4
+def test_names_that_are_also_plain_words_are_left_alone(small_namesake) -> None:
+    index, train = small_namesake
     renamer = Renamer(index, seed=0)
     assert not renamer.can_rename("Boke The") and not renamer.can_rename("To")
     assert not renamer.can_rename("A B C")
@@ -78,12 +78,3 @@ def test_names_that_are_also_plain_words_are_left_alone(small_v4) -> None:
         renamer.rename(transcript, "Boke The")
     with pytest.raises(ValueError, match=r"p_rename=1\.5"):
         TranscriptConfig(p_rename=1.5)
-
-
-def test_recipe_14_is_recipe_13_with_renamed_entities(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("MR_SEARCH_NAMESAKE_VERSION", "4")
-    thirteen = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_LONG_RECIPE)
-    fourteen = warmstart_config(world="namesake", namesake_recipe=NAMESAKE_RENAME_RECIPE)
-    assert fourteen == replace(thirteen, transcripts=replace(thirteen.transcripts, p_rename=0.5))
-    assert thirteen.key() == "685bf941da55", "recipe 13 keeps the key of its build"
-    assert fourteen.key() != thirteen.key()

@@ -275,41 +275,8 @@ def test_invalid_settings_are_rejected_with_the_reason():
         TranscriptConfig(p_partial=1.5)
 
 
-def test_a_namesake_slip_answers_the_namesakes_city_and_the_retry_searches_the_alias():
-    from mr_search_embedded.warmstart.lookup import LexicalIndex
-    from mr_search_embedded.world.world import corpus_row
-
-    passages = [
-        ("Aldo Venn", "The painter Aldo Venn was born in Kumholt. The sailor Aldo Venn is better known as Drelo Kam."),
-        ("Drelo Kam", "Drelo Kam was a sailor born in Tarport."),
-        ("Travels of Aldo Venn", "Aldo Venn travelled to Ristead one winter to visit a cousin."),
-    ]
-    index = LexicalIndex([corpus_row(i, t, x) for i, (t, x) in enumerate(passages)])
-    row = {
-        "question": "Where was the sailor Aldo Venn born?",
-        "golden_answers": ["Tarport"],
-        "gold_doc_ids": ["0", "1"],
-        "hops": 2,
-        "relation": "namesake_birthplace",
-    }
-    # p_partial 1.0: a namesake question still slips the hasty way, never with a partial query.
-    builder = TranscriptBuilder(index, [row], TranscriptConfig(attempts=2, p_wrong=0.99, p_partial=1.0))
-    transcript = builder.build(row, random.Random(0))
-    assert transcript.correct == (False, True)
-    wrong, right = transcript.attempts
-    assert wrong[0].text.endswith("<search> Aldo Venn </search>") and wrong[0].trained
-    assert wrong[-1].text.endswith("<answer> Kumholt </answer>") and not wrong[-1].trained, "the namesake's city"
-    assert "better known as Drelo Kam" in wrong[1].text, "the reason is in what came back"
-    assert "I found Drelo Kam" in right[0].text and right[0].text.endswith("<search> Drelo Kam </search>")
-    assert right[-1].text.endswith("<answer> Tarport </answer>")
-    # Right first time: the name, then the alias its article gives, then the answer.
-    (first,) = TranscriptBuilder(index, [row], TranscriptConfig(attempts=1)).build(row, random.Random(0)).attempts
-    queries = [q for t in first for q in re.findall(r"<search> (.*?) </search>", t.text) if t.role == "model"]
-    assert queries == ["Aldo Venn", "Drelo Kam"]
-
-
 def test_a_batch_without_environment_labels_adds_no_environment_term(index, mini_questions, tokenizer, tiny_policy):
-    """Recipe 6's decision windows train the decision turn only: the environment term must vanish, not turn NaN."""
+    """The decision windows score no environment text: the environment term must vanish, not turn NaN."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -321,48 +288,6 @@ def test_a_batch_without_environment_labels_adds_no_environment_term(index, mini
     assert torch.isfinite(loss) and torch.allclose(loss, causal_lm_loss(model, ids, labels, None, 0.0))
 
 
-@pytest.mark.filterwarnings("ignore:Detected call of `lr_scheduler.step\\(\\)` before")  # the fake step does not step
-def test_the_decision_stage_can_come_last_at_its_own_learning_rate(
-    index, mini_questions, tokenizer, tiny_policy, monkeypatch
-):
-    """Recipe 6: windows, whole transcripts, then the decision windows at a constant ``decision_lr``. The stages
-    are told apart by their batch sizes (2 windows, 3 transcripts, 1 decision window a step)."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from mr_search_embedded.warmstart import train as train_module
-
-    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
-    examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 6, TranscriptConfig(seed=3))]
-    decision = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 2, TranscriptConfig(seed=5))]
-    kinds = {2: "window", 3: "whole", 1: "decision"}
-    seen: list[tuple[str, float]] = []
-
-    def fake_step(model, optimizer, batch, config, mixed=None):
-        assert mixed is None, "a decision stage of its own mixes nothing into other steps"
-        seen.append((kinds[batch.ids.shape[0]], optimizer.param_groups[0]["lr"]))
-        return torch.tensor(0.0)
-
-    monkeypatch.setattr(train_module, "train_step", fake_step)
-    config = WarmStartConfig(
-        window_steps=2,
-        window_batch_size=2,
-        window_length=16,
-        steps=2,
-        batch_size=3,
-        decision_steps=2,
-        decision_batch_size=1,
-        decision_last=True,
-        decision_lr=1e-3,
-        lr=6e-3,
-        warmup_steps=0,
-    )
-    train_module._train(model, examples, config, tokenizer.pad_token_id, None, None, decision)
-    assert [kind for kind, _ in seen] == ["window", "window", "whole", "whole", "decision", "decision"]
-    assert [lr for kind, lr in seen if kind == "decision"] == pytest.approx([1e-3, 1e-3])
-    assert [lr for kind, lr in seen if kind == "window"] == pytest.approx([6e-3, 6e-3])
-
-
 def _unpadded(batch, pad_token_id: int) -> list[list[int]] | None:
     """The token ids of each row of a padded batch without its padding (None for no batch)."""
     return None if batch is None else [[i for i in row.tolist() if i != pad_token_id] for row in batch.ids]
@@ -372,8 +297,8 @@ def _unpadded(batch, pad_token_id: int) -> list[list[int]] | None:
 def test_mixed_decision_windows_come_with_every_whole_transcript_step(
     index, mini_questions, tokenizer, tiny_policy, monkeypatch
 ):
-    """Recipe 7: no decision stage; each whole-transcript step gets ``decision_batch_size`` decision windows, in
-    order and from the first again when used up, at the stage's learning rate; window steps get none."""
+    """Each whole-transcript step gets ``decision_windows_per_step`` decision windows, in order and from the first
+    again when used up, at the stage's learning rate; window steps get none."""
     import torch
     from transformers import AutoModelForCausalLM
 
@@ -395,8 +320,7 @@ def test_mixed_decision_windows_come_with_every_whole_transcript_step(
         window_length=16,
         steps=2,
         batch_size=3,
-        decision_mixed=True,
-        decision_batch_size=2,
+        decision_windows_per_step=2,
         lr=6e-3,
         warmup_steps=0,
     )
@@ -406,47 +330,10 @@ def test_mixed_decision_windows_come_with_every_whole_transcript_step(
     expected = [decision[i].input_ids for i in (0, 1, 2, 0)]
     assert [row for _, rows, _ in seen[2:] for row in rows] == expected
     assert [lr for *_, lr in seen] == pytest.approx([6e-3, 6e-3, 6e-3, 6e-3])
-    with pytest.raises(ValueError, match="decision_mixed with decision_steps=3"):
-        WarmStartConfig(decision_mixed=True, decision_steps=3)
-
-
-def test_recipe_10s_skill_windows_come_in_each_whole_transcript_step_as_a_batch_of_their_own(
-    monkeypatch, index, mini_questions, tokenizer, tiny_policy
-):
-    """Recipe 10: each whole-transcript step gets ``skill_batch_size`` skill windows beside its decision windows, in
-    order and from the first again when used up; window steps get neither."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from mr_search_embedded.warmstart import train as train_module
-
-    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
-    examples = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 6, TranscriptConfig(seed=3))]
-    decision = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 3, TranscriptConfig(seed=5))]
-    skills = [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, 3, TranscriptConfig(seed=7))]
-    seen: list[tuple[bool, list[list[int]] | None]] = []
-
-    def fake_step(model, optimizer, batch, config, mixed=None, skills=None):
-        seen.append((mixed is None, _unpadded(skills, tokenizer.pad_token_id)))
-        return torch.tensor(0.0)
-
-    monkeypatch.setattr(train_module, "train_step", fake_step)
-    config = WarmStartConfig(
-        window_steps=1,
-        window_batch_size=2,
-        window_length=16,
-        steps=2,
-        batch_size=3,
-        decision_mixed=True,
-        decision_batch_size=2,
-        skill_batch_size=2,
-        warmup_steps=0,
-    )
-    train_module._train(model, examples, config, tokenizer.pad_token_id, None, None, decision, skills)
-    assert [(no_mixed, rows is None) for no_mixed, rows in seen] == [(True, True), (False, False), (False, False)]
-    assert [row for _, rows in seen[1:] for row in rows] == [skills[i].input_ids for i in (0, 1, 2, 0)]
-    with pytest.raises(ValueError, match="skill_batch_size=2 but no skill windows were given"):
-        train_module.supervised_pass(model, examples, config, tokenizer.pad_token_id, decision=decision)
+    with pytest.raises(ValueError, match="decision_windows_per_step=2 but no decision windows were given"):
+        train_module.supervised_pass(model, examples, config, tokenizer.pad_token_id)
+    with pytest.raises(ValueError, match="decision_windows_per_step=-1"):
+        WarmStartConfig(decision_windows_per_step=-1)
 
 
 def test_a_mixed_step_adds_the_decision_windows_own_mean_loss(index, mini_questions, tokenizer, tiny_policy):
@@ -469,33 +356,6 @@ def test_a_mixed_step_adds_the_decision_windows_own_mean_loss(index, mini_questi
     loss = train_step(model, optimizer, whole, config, mixed)
     assert float(loss.detach()) == pytest.approx(float(parts[0] + parts[1]), rel=1e-5)
     assert float(parts[1]) > 0.1, "the windows' loss is a term of its own, not lost in the transcripts' mean"
-
-
-def test_a_skill_step_adds_the_skill_windows_own_mean_loss_weighted(index, mini_questions, tokenizer, tiny_policy):
-    """Recipe 10: the skill windows' mean loss is a third term, times ``skill_loss_weight``."""
-    import torch
-    from transformers import AutoModelForCausalLM
-
-    from mr_search_embedded.warmstart.train import train_step
-
-    model = AutoModelForCausalLM.from_pretrained(tiny_policy)
-    batches = [
-        pad_batch(
-            [encode(t, tokenizer) for t in build_transcripts(mini_questions, index, n, TranscriptConfig(seed=s))],
-            0,
-            512,
-        )
-        for n, s in ((3, 0), (2, 9), (2, 11))
-    ]
-    config = WarmStartConfig(bf16=False, decision_mixed=True, skill_batch_size=2, skill_loss_weight=0.25)
-    with torch.no_grad():
-        parts = [float(causal_lm_loss(model, b.ids, b.labels, b.env_labels, config.env_loss_weight)) for b in batches]
-    optimizer = torch.optim.SGD(model.parameters(), lr=0.0)
-    loss = train_step(model, optimizer, batches[0], config, batches[1], skills=batches[2])
-    assert float(loss.detach()) == pytest.approx(parts[0] + parts[1] + 0.25 * parts[2], rel=1e-5)
-    assert parts[2] > 0.1
-    with pytest.raises(ValueError, match=r"skill_loss_weight=0\.0: use a weight > 0"):
-        WarmStartConfig(skill_loss_weight=0.0)
 
 
 def test_the_device_is_resolved_and_a_missing_gpu_is_named() -> None:

@@ -1,45 +1,55 @@
-"""The namesake world: the default world kept as the control, namesake questions whose natural search misses for a
-stated reason, an opt-in variant whose cache never replaces the default's."""
+"""The namesake world: the default world kept as the control, namesake questions whose natural search misses and whose
+passages show it, names recombined from words the policy practises copying, an opt-in variant whose cache never
+replaces the default's."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import random
 import re
 from pathlib import Path
 
 import pytest
 
 from mr_search_embedded.world import namesake_stats
+from mr_search_embedded.world.facts import WorldConfig, build_facts
 from mr_search_embedded.world.namesake import (
     CONTROL_RELATION,
     CONTROL_SOURCE,
+    PRESENCE_EXTRAS,
     RETRY_RELATION,
     RETRY_SOURCE,
     NamesakeConfig,
     build_namesake_world,
+    namesake_query,
+    trained_name_words,
 )
 from mr_search_embedded.world.variant import variant_cache_dir, world_variant
 from mr_search_embedded.world.world import build_world, ensure_world
 
-
-@pytest.fixture(scope="module", params=[2, 3], ids=["v2", "v3"])
-def version(request) -> int:
-    """Each version of the namesake world that can be built: every test that takes ``worlds`` holds for both."""
-    return request.param
+# sha256 of json.dumps(build_namesake_world(0), sort_keys=True): the world reports/compare_namesake used; a change to
+# the generator shows here.
+WORLD_SHA256 = "3129007a9e5bfe5eef23bdeb91ac3f25d620c491cee0e06a865b7378e1b9fc59"
 
 
 @pytest.fixture(scope="module")
-def worlds(version: int) -> tuple[tuple[list, list, list], tuple[list, list, list]]:
-    return build_world(0), build_namesake_world(0, version=version)
+def worlds() -> tuple[tuple[list, list, list], tuple[list, list, list]]:
+    return build_world(0), build_namesake_world(0)
 
 
-def test_two_builds_are_identical(worlds, version: int) -> None:
-    assert build_namesake_world(0, version=version) == worlds[1]
+def _words(text: str) -> set[str]:
+    return set(re.findall(r"\w+", text.lower()))
+
+
+def test_two_builds_are_identical_and_pinned(worlds) -> None:
+    assert build_namesake_world(0) == worlds[1]
+    assert hashlib.sha256(json.dumps(worlds[1], sort_keys=True).encode()).hexdigest() == WORLD_SHA256
 
 
 def test_the_default_worlds_questions_are_kept_as_the_control(worlds) -> None:
     (base_corpus, base_train, base_test), (corpus, train, test) = worlds
-    assert len(corpus) > len(base_corpus)
+    assert len(corpus) == len(base_corpus) + NamesakeConfig().groups * (2 + len(PRESENCE_EXTRAS))
     # Held-out: the default world's questions first, in their order, with the same gold passages' text.
     assert [q["question"] for q in test[: len(base_test)]] == [q["question"] for q in base_test]
     for old, new in zip(base_test, test[: len(base_test)], strict=True):
@@ -53,26 +63,30 @@ def test_the_default_worlds_questions_are_kept_as_the_control(worlds) -> None:
     assert [row["id"] for row in corpus] == [str(i) for i in range(len(corpus))]
 
 
-def test_a_namesake_question_states_why_its_first_search_misses(worlds) -> None:
+def test_a_namesake_questions_first_search_shows_no_profession_word_and_a_wrong_city(worlds) -> None:
     corpus, train, test = worlds[1]
     retry = [q for q in train + test if q["relation"] == RETRY_RELATION]
     control = [q for q in train + test if q["relation"] == CONTROL_RELATION]
     assert len(retry) == len(control) == NamesakeConfig().groups
     for q in retry:
         assert q["data_source"] == RETRY_SOURCE
-        known, alias = (corpus[int(i)] for i in q["gold_doc_ids"])
-        name = re.fullmatch(r"Where was the (\w+) (.+) born\?", q["question"])
-        assert name is not None
-        profession, person = name.groups()
-        answer = q["golden_answers"][0]
-        assert known["title"] == person and person not in alias["text"], "the natural query must not name the answer"
-        assert f"The {profession} {person} is better known as {alias['title']}." in known["text"]
-        assert answer in alias["text"] and answer not in known["text"]
-        born = re.search(r"was born in (\w+)\.", known["text"])
-        assert born is not None and born.group(1) != answer, "the hasty answer is another city"
+        known, other = (corpus[int(i)] for i in q["gold_doc_ids"])
+        name = known["title"]
+        profession = namesake_query(q["question"]).split()[0]
+        assert namesake_query(q["question"]) == f"{profession} {name}"
+        assert other["text"] == f"The {profession} {name} was born in {q['golden_answers'][0]}."
+        assert name not in other["title"], "B's article is not titled with N"
+        about_n = [row for row in corpus if row["title"] == name]
+        assert len(about_n) == 1 + len(PRESENCE_EXTRAS)
+        assert all(profession not in _words(row["contents"]) for row in about_n), "the profession word is absent"
+        assert all(q["golden_answers"][0] not in row["text"] for row in about_n)
+        born = re.search(r"born in (\w+)\.", known["text"])
+        assert born is not None and born.group(1) != q["golden_answers"][0], "the hasty answer is another city"
     for q in control:
         assert q["data_source"] == CONTROL_SOURCE and len(q["gold_doc_ids"]) == 1
-        assert q["golden_answers"][0] in corpus[int(q["gold_doc_ids"][0])]["text"]
+        article = corpus[int(q["gold_doc_ids"][0])]
+        assert q["golden_answers"][0] in article["text"]
+        assert namesake_query(q["question"]).split()[0] in _words(article["text"]), "the profession word is present"
 
 
 def test_held_out_groups_are_disjoint_from_training(worlds) -> None:
@@ -86,6 +100,18 @@ def test_held_out_groups_are_disjoint_from_training(worlds) -> None:
     assert len(held) == round(NamesakeConfig().test_fraction * NamesakeConfig().groups)
 
 
+def test_names_are_recombined_from_words_of_training_questions(worlds) -> None:
+    (base_corpus, base_train, _), (corpus, train, test) = worlds
+    asked = set(re.findall(r"\w+", " ".join(q["question"] for q in base_train)))
+    names = [corpus[int(q["gold_doc_ids"][0])]["title"] for q in train + test if q["relation"] == RETRY_RELATION]
+    assert all(len(n.split()) == 2 for n in names)
+    assert all(w in asked for n in names for w in n.split()), "every name word occurs in a training question"
+    firsts, lasts = trained_name_words(build_facts(random.Random(0), WorldConfig()), base_train)
+    assert {n.split()[0] for n in names} <= set(firsts) and {n.split()[1] for n in names} <= set(lasts)
+    assert len(set(names)) == len(names), "each group its own name"
+    assert not set(names) & {row["title"] for row in base_corpus}, "no name is one of the default world's"
+
+
 def test_bad_namesake_config_says_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="groups"):
         NamesakeConfig(groups=1)
@@ -95,16 +121,18 @@ def test_bad_namesake_config_says_what_is_wrong() -> None:
 
 def test_the_variant_lives_in_its_own_cache(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("MR_SEARCH_CACHE", str(tmp_path))
-    monkeypatch.delenv("MR_SEARCH_NAMESAKE_VERSION", raising=False)  # version 2: worlds/namesake
     monkeypatch.delenv("MR_SEARCH_WORLD", raising=False)
     assert world_variant() == "default" and variant_cache_dir() == tmp_path
     default = ensure_world()
     assert default.root == tmp_path / "world"
     before = default.corpus.read_bytes()
     monkeypatch.setenv("MR_SEARCH_WORLD", "namesake")
+    # Named after the generator's version: folders an earlier generator wrote are never read.
+    assert variant_cache_dir() == tmp_path / "worlds" / "namesake-v4"
     variant = ensure_world()
-    assert variant.root == tmp_path / "worlds" / "namesake" / "world"
-    assert json.loads(variant.meta.read_text())["variant"] == "namesake"
+    assert variant.root == tmp_path / "worlds" / "namesake-v4" / "world"
+    meta = json.loads(variant.meta.read_text())
+    assert meta["variant"] == "namesake" and meta["namesake_version"] == 4
     assert default.corpus.read_bytes() == before, "the default world must stay as it was"
     with pytest.raises(ValueError, match="refusing to replace"):
         ensure_world(tmp_path)  # an explicit folder that holds the default world
@@ -116,15 +144,12 @@ def test_the_variant_lives_in_its_own_cache(monkeypatch: pytest.MonkeyPatch, tmp
 def _word_search(corpus: list[dict]):
     """A lexical stand-in for the dense index: passages ranked by shared words with the query (ties: shorter first)."""
 
-    def words(text: str) -> set[str]:
-        return set(re.findall(r"\w+", text.lower()))
-
-    bags = [words(row["contents"]) for row in corpus]
+    bags = [_words(row["contents"]) for row in corpus]
 
     def search(queries: list[str], topk: int) -> list[list[str]]:
         out = []
         for query in queries:
-            q = words(query)
+            q = _words(query)
             scored = sorted(range(len(corpus)), key=lambda i: (-len(q & bags[i]), len(bags[i]), i))
             out.append([str(i) for i in scored[:topk] if q & bags[i]])
         return out
@@ -138,11 +163,12 @@ def test_stats_rank_the_answer_passage_for_each_query(worlds) -> None:
     summary, per_question = namesake_stats.measure(test, by_id, _word_search(corpus), topk=3, depth=20)
     retry, control = summary[RETRY_RELATION], summary[CONTROL_RELATION]
     assert retry["n"] == control["n"] == 40
-    assert retry["natural_hit@3"] == 0.0, "the alias's passage never contains the asked-about name"
-    assert retry["reformulated_hit@3"] == 100.0 and retry["miss_then_fixed"] > 90.0
-    assert control["natural_hit@3"] > 90.0 and control["miss_then_fixed"] == 0.0
+    assert retry["natural_hit@1"] == 0.0, "N's own article comes first for the bare name"
+    assert retry["reformulated_hit@1"] == 100.0 and control["reformulated_hit@1"] == 100.0
+    assert control["natural_hit@1"] == 100.0
     first = per_question[0]
     assert set(first["ranks"]) == {"natural", "question", "reformulated"}
+    assert first["queries"]["reformulated"] == namesake_query(first["queries"]["question"])
 
 
 def test_stats_refuse_a_world_without_namesakes(worlds) -> None:
@@ -151,16 +177,7 @@ def test_stats_refuse_a_world_without_namesakes(worlds) -> None:
         namesake_stats.measure(test, {r["id"]: r for r in corpus}, _word_search(corpus))
 
 
-def test_the_person_names_are_the_worlds_people_and_each_groups_name_and_alias(worlds, version: int) -> None:
-    from mr_search_embedded.world.namesake import namesake_person_names
-
-    corpus, train, test = worlds[1]
-    names = namesake_person_names(0, version=version)
-    assert len(names) == len(set(names)) == 900 + 2 * NamesakeConfig().groups
-    titles = {row["title"] for row in corpus}
-    assert set(names) <= titles, "every person has an article titled with the name"
-    retry = [q for q in train + test if q["relation"] == RETRY_RELATION]
-    for q in retry:
-        known, alias = (corpus[int(i)]["title"] for i in q["gold_doc_ids"])
-        assert known in names and alias in names
-    assert namesake_person_names(0, NamesakeConfig(groups=2), version=version)[:900] == names[:900]
+def test_namesake_query_refuses_another_question() -> None:
+    assert namesake_query("Where was the sailor Aldo Venn born?") == "sailor Aldo Venn"
+    with pytest.raises(ValueError, match="not a namesake question"):
+        namesake_query("Where was Aldo Venn born?")

@@ -1,5 +1,5 @@
-"""The reflection-gain test of a comparison (issue 19): is MR-Search's EM@k - EM@1 positive, and above the
-baseline's by at least twice the seed spread?
+"""The reflection-gain test of a comparison: do MR-Search's later attempts beat its first (EM@k - EM@1 positive), and
+by at least twice the seed spread more than the baseline's do?
 
 "The seed spread" is the larger of the two methods' sample standard deviations of the gain over seeds (the
 stricter reading: a lucky or unlucky seed of either run widens it). The per-seed paired difference (both runs of a

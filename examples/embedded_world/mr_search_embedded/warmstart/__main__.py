@@ -1,5 +1,5 @@
-"""``python -m mr_search_embedded.warmstart [--base DIR | --policy NAME] [--outcome-feedback] [--namesake-recipe N]``:
-builds (or finds) the warm-started policy and prints its dir."""
+"""``python -m mr_search_embedded.warmstart [--base DIR | --policy NAME] [--outcome-feedback] [--device D]``: builds
+(or finds) the warm-started policy of the world ``$MR_SEARCH_WORLD`` names and prints its dir."""
 
 from __future__ import annotations
 
@@ -7,31 +7,9 @@ import argparse
 import logging
 from pathlib import Path
 
-from mr_search_embedded.tiny_model import ensure_tiny_model
-from mr_search_embedded.warmstart.train import (
-    NAMESAKE_RECIPE,
-    NAMESAKE_RECIPES,
-    ensure_warmstart,
-    policy_config,
-    warmstart_config,
-)
+from mr_search_embedded.tiny_model import POLICY_SHAPES, ensure_tiny_model, policy_shape
+from mr_search_embedded.warmstart.train import ensure_warmstart, warmstart_config
 from mr_search_embedded.world.variant import world_variant
-
-
-def add_namesake_recipe(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--namesake-recipe",
-        type=int,
-        default=None,
-        help=f"in the namesake world (MR_SEARCH_WORLD=namesake), the warm-start recipe (1-{NAMESAKE_RECIPES}, default "
-        f"{NAMESAKE_RECIPE}, or 6 on the world's version 4; 2 is the build reports/compare_namesake's first run used; "
-        "4 starts from a policy whose "
-        "tokenizer has each person-name word as one token; 5 adds a decision stage to 3; 6 is for world version 4 "
-        "(MR_SEARCH_NAMESAKE_VERSION=4: the presence check), 7 too (6 with its decision windows mixed into the whole "
-        "transcripts, names from every name word, a fixed answer kept more often), 8 too (7 with B's article at any "
-        "place among the passages); "
-        "mr_search_embedded.warmstart.train.default_namesake_recipe)",
-    )
 
 
 def main() -> None:
@@ -41,8 +19,9 @@ def main() -> None:
     parser.add_argument(
         "--policy",
         default="tiny",
-        help="shape of the tiny policy to start from when --base is not given: tiny (default), small or wide "
-        "(mr_search_embedded.tiny_model.POLICY_SHAPES)",
+        choices=tuple(POLICY_SHAPES),
+        help="shape of the tiny policy to start from when --base is not given: tiny (default) or small "
+        "(mr_search_embedded.tiny_model.POLICY_SHAPES; the namesake world's comparison uses small)",
     )
     parser.add_argument(
         "--threads",
@@ -62,15 +41,13 @@ def main() -> None:
         choices=("cpu", "cuda", "auto"),
         help="where to train (default cpu; auto: a GPU when torch sees one; a GPU build has a cache key of its own)",
     )
-    add_namesake_recipe(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        config = warmstart_config(args.outcome_feedback, world_variant(), args.namesake_recipe)
-        shape = policy_config(args.policy, world_variant(), args.namesake_recipe)
+        config = warmstart_config(args.outcome_feedback, world_variant())
     except ValueError as error:
         parser.error(str(error))
-    base = args.base if args.base is not None else ensure_tiny_model(config=shape)
+    base = args.base if args.base is not None else ensure_tiny_model(config=policy_shape(args.policy))
     try:
         built = ensure_warmstart(
             base_model=base, out_dir=args.out, config=config, threads=args.threads, device=args.device

@@ -2,6 +2,7 @@
 
     python -m mr_search_embedded.warmstart.probe --model DIR [--questions 50] [--samples 5] [--url http://127.0.0.1:PORT]
         [--outcome-feedback]
+    MR_SEARCH_WORLD=namesake python -m mr_search_embedded.warmstart.probe --policy small   # the namesake warm start
 
 Runs the project's own agent loop (``mr_search.eval.runner``) in this process over the first N held-out
 questions per data source of the embedded world, and prints (as JSON):
@@ -26,7 +27,7 @@ questions per data source of the embedded world, and prints (as JSON):
   one, how often the last attempt is wrong (broken) (``retry_outcomes``); ``greedy_em_at_k_by_source``;
 - ``greedy_second_hop_searched`` / ``sampled_...`` by data source: of the meta-episodes on questions with a second
   gold passage, how many search its title (case aside) in some attempt (the bridge entity of a two-hop question,
-  the alias of a namesake one; in the namesake world's version 4, the reformulation "<profession> <name>" instead);
+  the reformulation "<profession> <name>" of a namesake one);
 - ``query_is_entity_by_source`` and ``query_is_entity_by_name_tokens``: the name-copy accuracy (greedy first
   queries exactly the name) per data source, and by how many tokens of the policy's tokenizer the name is after a
   space (``{"questions": n, "exact": m}``): does copying fail on names of many pieces?
@@ -34,8 +35,9 @@ questions per data source of the embedded world, and prints (as JSON):
   <name>"): of the attempts whose searches brought the name's article back (``after_article``; ``first_attempts``
   of them attempt 1), the thought of the model turn right after it says ``better_known`` ("better known as") or
   ``born_in`` ("was born in"), names the question's own profession (``profession_copied``: "The <profession>" as the
-  question has it), the name (``name_copied``), the alias (``alias_named``), and the turn searches the alias
-  (``alias_searched``); ``professions``: the profession words those thoughts wrote, counted;
+  question has it), the name (``name_copied``), the namesake question's reformulation "<profession> <name>"
+  (``alias_named``), and the turn searches it (``alias_searched``); ``professions``: the profession words those
+  thoughts wrote, counted;
 - ``greedy_name_word_copies`` / ``sampled_...`` by data source: each word of the asked-about name, ``trained`` if it
   occurs in some training question of the world, else ``untrained`` (``{"words": n, "copied": m}``), copied when
   the first attempt's first query has it at the name's own place (the query's i-th word is the name's i-th word, case
@@ -310,7 +312,8 @@ def _normalized(text: str) -> str:
 
 def question_retries(records: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, int]]:
     """Per data source, ``{"retries": n, "question": m}``: of the n attempts after the first that search, m search
-    the meta-episode's question itself first (case, spacing and a final "?" aside; namesake recipe 11's retry)."""
+    the meta-episode's question itself first (case, spacing and a final "?" aside; the retry the namesake warm start
+    scripts)."""
     from mr_search.eval.records import searches
 
     out: dict[str, dict[str, int]] = {}
@@ -451,13 +454,13 @@ def trained_restating(model_dir: Path) -> bool:
 
 
 def _presence_queries(rows: Sequence[Mapping[str, Any]]) -> dict[str, str]:
-    """In the namesake world's version 4, question uid -> the reformulation its namesake questions need ("sailor Aldo
-    Venn", ``namesake.namesake_query``), which stands for the second gold passage's title as the search the world
-    rewards (``second_hop_searched``, ``namesake_thoughts``' alias); empty in any other world or version."""
-    from mr_search_embedded.world.namesake import PRESENCE_VERSION, RETRY_RELATION, namesake_query
-    from mr_search_embedded.world.variant import namesake_version, world_variant
+    """In the namesake world, question uid -> the reformulation its namesake questions need ("sailor Aldo Venn",
+    ``namesake.namesake_query``), which stands for the second gold passage's title as the search the world rewards
+    (``second_hop_searched``, ``namesake_thoughts``' alias); empty in any other world."""
+    from mr_search_embedded.world.namesake import RETRY_RELATION, namesake_query
+    from mr_search_embedded.world.variant import world_variant
 
-    if world_variant() != "namesake" or namesake_version() < PRESENCE_VERSION:
+    if world_variant() != "namesake":
         return {}
     return {
         str(row["extra_info"]["id"]): namesake_query(str(row["extra_info"]["question"]))
@@ -492,27 +495,24 @@ def main() -> None:
     parser.add_argument("--url", default=None, help="a running service's /retrieve URL (default: in-process)")
     parser.add_argument("--dump", type=Path, default=None, help="write the greedy trajectories here (JSONL)")
     parser.add_argument(
-        "--policy", default="tiny", help="without --model: the warm start of this tiny policy shape (tiny, small, wide)"
+        "--policy", default="tiny", help="without --model: the warm start of this tiny policy shape (tiny or small)"
     )
     parser.add_argument(
         "--outcome-feedback",
         action="store_true",
         help="reflection turns say whether the previous answer was right (default model: the warm start built so)",
     )
-    from mr_search_embedded.warmstart.__main__ import add_namesake_recipe
-
-    add_namesake_recipe(parser)
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     model = args.model
     if model is None:
-        from mr_search_embedded.tiny_model import ensure_tiny_model
-        from mr_search_embedded.warmstart.train import ensure_warmstart, policy_config, warmstart_config
+        from mr_search_embedded.tiny_model import ensure_tiny_model, policy_shape
+        from mr_search_embedded.warmstart.train import ensure_warmstart, warmstart_config
         from mr_search_embedded.world.variant import world_variant
 
         try:
-            config = warmstart_config(args.outcome_feedback, world_variant(), args.namesake_recipe)
-            shape = policy_config(args.policy, world_variant(), args.namesake_recipe)
+            config = warmstart_config(args.outcome_feedback, world_variant())
+            shape = policy_shape(args.policy)
         except ValueError as error:
             parser.error(str(error))
         base = ensure_tiny_model(config=shape)

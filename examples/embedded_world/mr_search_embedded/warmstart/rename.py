@@ -1,10 +1,10 @@
-"""A transcript's asked-about entity renamed with a freshly drawn name (``TranscriptConfig.p_rename``, recipe 14).
+"""A transcript's asked-about entity renamed with a freshly drawn name (``TranscriptConfig.p_rename``; the namesake
+world's warm start renames half of the one- and two-hop transcripts' entities).
 
 Why: the policy copies a name whose words it saw in training questions far better than one whose words it never saw
-(recipe 3's probe: 76% against 42% of name words; recipe 13's: the namesake questions' names, recombined from
-training words, are the first query exactly for 30 of 30, the held-out one- and two-hop questions' names, drawn
-fresh, for 14 and 17 of 30, garbled to "Reku Ba" for "Reku Bika"). Training questions show a few thousand names
-again and again, so a policy can learn them instead of learning to copy. A renamed transcript shows a name drawn
+(the probes in ``reports/compare_namesake/investigation.md`` measure it: held-out names drawn fresh come out garbled,
+"Reku Ba" for "Reku Bika"). Training questions show a few thousand names again and again, so a policy can learn them
+instead of learning to copy. A renamed transcript shows a name drawn
 from the world's own generator (``mr_search_embedded.world.names``: the same syllables, the same shapes as the
 held-out names) none of whose words occurs anywhere in the corpus, so it can only be copied. Held-out names are in
 the corpus: no renamed transcript holds one (no leak from the evaluation set).

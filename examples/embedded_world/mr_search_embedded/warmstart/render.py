@@ -74,7 +74,7 @@ def encode_all(
         for number, attempt in enumerate(transcript.attempts):
             if number > 0:
                 feedback = transcript.correct[number - 1] if transcript.outcome_feedback else None
-                question = transcript.question if transcript.reflection_question else None  # recipe 12 on
+                question = transcript.question if transcript.reflection_question else None
                 if (feedback, question) not in reflections:
                     text = reflection_prompt(feedback, question=question)
                     reflections[(feedback, question)] = env.user_turn(text, after_eos=False)

@@ -1,4 +1,8 @@
-"""The supervised warm start: a short causal-LM pass over synthetic transcripts, cached as an HF model dir."""
+"""The supervised warm start: a short causal-LM pass over synthetic transcripts, cached as an HF model dir.
+
+Two configs are built: the default world's (``WarmStartConfig()``) and the namesake world's
+(``namesake_warmstart_config``); ``warmstart_config`` picks one for a world, either with outcome feedback.
+"""
 
 from __future__ import annotations
 
@@ -12,22 +16,19 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from mr_search.agent.tokens import EnvEncoder
 from mr_search_embedded.tiny_model import cache_root, ensure_tiny_model
 from mr_search_embedded.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
-from mr_search_embedded.warmstart.decision import (
-    decision_transcripts,
-    presence_windows,
-    skill_windows,
-    world_name_words,
-)
+from mr_search_embedded.warmstart.decision import presence_windows, world_name_words
 from mr_search_embedded.warmstart.lookup import LexicalIndex
 from mr_search_embedded.warmstart.render import Encoded, encode_all
 from mr_search_embedded.warmstart.threads import ThreadTuner, TunerConfig, default_candidates
 from mr_search_embedded.warmstart.transcripts import TranscriptConfig, build_transcripts
 
 logger = logging.getLogger(__name__)
+
 
 # Bump when transcripts, layout or training change in a way the config does not show: rebuilds caches.
 # 2: entity-name queries; Search-R1 layout of the mr_search agent loop (agent/tokens.py).
@@ -113,29 +114,10 @@ class WarmStartConfig:
         window_length: tokens in a window.
         window_batch_size: windows per step.
         window_anchor_share: share of windows that start at the question.
-        decision_steps: optimizer steps of the namesake world's decision stage (0: none; recipe 5), after the window
-            stage: ``decision_batch_size`` windows a step, each a namesake or control question ending right after
-            the thought that follows N's article (``decision.py``).
-        decision_batch_size: decision windows per step.
-        decision_last: the decision stage comes after the whole transcripts (the last thing the policy practises, as
-            in the one-off check that learnt version 4's decision) instead of before them.
-        decision_lr: a constant learning rate for the decision stage (0: the schedule's, as before recipe 6).
-        decision_search_loss: recipe 6's decision windows train their search for N too (off: context only).
-        decision_mixed: the decision windows are mixed into the whole-transcript stage instead of a stage of their own
-            (recipe 7; ``decision_steps`` must be 0): each of its ``steps`` adds ``decision_batch_size`` windows, whose
-            mean loss is added to the whole transcripts' (each kind its own mean), at the stage's learning rate.
-        decision_name_words: recipe 6's fresh windows draw their names from the words every v3/v4 name recombines
-            (``decision.world_name_words``; the world's meta.json) instead of the training namesake names' words.
-        decision_read_answer: the retry windows go on past the search "<profession> N" to the answer read from B's
-            article at a drawn place among the passages (recipe 9; ``decision.presence_windows``' ``read_answer``).
-        decision_check_share: with ``decision_read_answer``, the share of windows that are a second attempt checking
-            the first ("<profession> N" searched again after a namesake answer, N after a control's; 0: none).
-        skill_batch_size: recipe 10's skill windows a whole-transcript step (``decision.skill_windows``; 0: none;
-            needs ``decision_mixed``): reading B's city after a "<profession> N" search and checking a namesake answer
-            by that search again, in a forward pass of their own whose mean loss is added, none training the deciding
-            position.
-        skill_loss_weight: the weight of the skill windows' mean loss in a step's sum (recipe 10b: 0.25; the first
-            build at 1 lost the decision, 0 of 40 held-out namesake windows, recipe 8's build 37 of 40).
+        decision_windows_per_step: the namesake world's decision windows (``decision.presence_windows``: a freshly
+            drawn namesake group each, ending with the decision whether the question's profession word is in the
+            passages) added to every whole-transcript step, in a forward pass of their own whose mean loss is added
+            to the transcripts' at the stage's learning rate (0: none, the default world's).
         steps: optimizer steps on whole transcripts.
         batch_size: transcripts per step (batches group transcripts of similar length).
         lr: peak learning rate (AdamW, linear warm-up, constant, then linear decay to 10% over the last 20%).
@@ -155,17 +137,7 @@ class WarmStartConfig:
     window_length: int = 128
     window_batch_size: int = 24
     window_anchor_share: float = 0.5
-    decision_steps: int = 0
-    decision_batch_size: int = 24
-    decision_last: bool = False
-    decision_lr: float = 0.0
-    decision_search_loss: bool = False
-    decision_mixed: bool = False
-    decision_name_words: bool = False
-    decision_read_answer: bool = False
-    decision_check_share: float = 0.0
-    skill_batch_size: int = 0
-    skill_loss_weight: float = 1.0
+    decision_windows_per_step: int = 0
     steps: int = 200
     batch_size: int = 16
     lr: float = 6e-3
@@ -178,14 +150,16 @@ class WarmStartConfig:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        positive = ("num_transcripts", "steps", "batch_size", "max_length", "window_batch_size", "decision_batch_size")
+        positive = ("num_transcripts", "steps", "batch_size", "max_length", "window_batch_size")
         for name in positive:
             if getattr(self, name) < 1:
                 raise ValueError(f"WarmStartConfig.{name}={getattr(self, name)}: use a positive integer")
         if self.window_steps < 0:
             raise ValueError(f"WarmStartConfig.window_steps={self.window_steps}: use 0 (no window stage) or more")
-        if self.decision_steps < 0:
-            raise ValueError(f"WarmStartConfig.decision_steps={self.decision_steps}: use 0 (no decision stage) or more")
+        if self.decision_windows_per_step < 0:
+            raise ValueError(
+                f"WarmStartConfig.decision_windows_per_step={self.decision_windows_per_step}: use 0 (none) or more"
+            )
         if not 0.0 <= self.window_anchor_share <= 1.0:
             raise ValueError(f"WarmStartConfig.window_anchor_share={self.window_anchor_share}: use a share in [0, 1]")
         if self.window_length < 2:
@@ -196,327 +170,76 @@ class WarmStartConfig:
             raise ValueError(f"WarmStartConfig.env_loss_weight={self.env_loss_weight}: use a weight >= 0 (0: off)")
         if not 0.0 < self.adam_beta2 < 1.0:
             raise ValueError(f"WarmStartConfig.adam_beta2={self.adam_beta2}: use a value in (0, 1)")
-        if not self.skill_loss_weight > 0:
-            raise ValueError(f"WarmStartConfig.skill_loss_weight={self.skill_loss_weight}: use a weight > 0")
-        if self.skill_batch_size < 0 or (self.skill_batch_size and not self.decision_mixed):
-            raise ValueError(
-                f"WarmStartConfig.skill_batch_size={self.skill_batch_size}: use 0, or a positive count with "
-                "decision_mixed (the skill windows come in the whole-transcript steps)"
-            )
-        if self.decision_mixed and self.decision_steps:
-            raise ValueError(
-                f"WarmStartConfig: decision_mixed with decision_steps={self.decision_steps}; the mixed windows come in "
-                "the whole-transcript steps: set decision_steps=0 (or decision_mixed off for a stage of their own)"
-            )
-        if not 0.0 <= self.decision_check_share <= 1.0 or (self.decision_check_share and not self.decision_read_answer):
-            raise ValueError(
-                f"WarmStartConfig.decision_check_share={self.decision_check_share}: use a share in [0, 1], and above 0 "
-                "only with decision_read_answer (a check window reads B's article again)"
-            )
-        if not 0.0 <= self.decision_lr < 1.0:
-            raise ValueError(f"WarmStartConfig.decision_lr={self.decision_lr}: use 0 (the schedule's) or a rate < 1")
         if not 0.0 < self.lr < 1.0:
             raise ValueError(f"WarmStartConfig.lr={self.lr}: use a learning rate in (0, 1)")
         if not 0 <= self.warmup_steps <= self.total_steps:
             raise ValueError(
-                f"WarmStartConfig.warmup_steps={self.warmup_steps}: use a value in [0, window_steps + decision_steps "
-                "+ steps]"
+                f"WarmStartConfig.warmup_steps={self.warmup_steps}: use a value in [0, window_steps + steps]"
             )
 
     @property
     def decision_count(self) -> int:
-        """How many decision windows the build draws: a stage's ``decision_steps``, or (``decision_mixed``) every
-        whole-transcript step's, ``decision_batch_size`` each."""
-        if self.decision_mixed:
-            return self.steps * self.decision_batch_size
-        return self.decision_steps * self.decision_batch_size
+        """How many decision windows the build draws: ``decision_windows_per_step`` for each whole-transcript step."""
+        return self.steps * self.decision_windows_per_step
 
     @property
     def total_steps(self) -> int:
-        """Optimizer steps in all: the window stage, the decision stage, then whole transcripts."""
-        return self.window_steps + self.decision_steps + self.steps
+        """Optimizer steps in all: the window stage, then whole transcripts."""
+        return self.window_steps + self.steps
 
     def key(self) -> str:
-        fields = asdict(self)
-        if not self.transcripts.outcome_feedback:
-            del fields["transcripts"]["outcome_feedback"]  # the option came later: builds without it keep their key
-        if not self.transcripts.namesake_copy:
-            del fields["transcripts"]["namesake_copy"]  # likewise (the namesake world's recipe v2 keeps its key)
-        if not self.transcripts.namesake_presence:
-            del fields["transcripts"]["namesake_presence"]  # likewise (every build before recipe 6)
-        if not self.decision_steps and not self.decision_mixed:
-            del fields["decision_steps"], fields["decision_batch_size"]  # likewise (every build before recipe 5)
-        if not self.decision_last:
-            del fields["decision_last"]  # likewise (every build before recipe 6)
-        if not self.decision_lr:
-            del fields["decision_lr"]  # likewise
-        if not self.decision_search_loss:
-            del fields["decision_search_loss"]  # likewise
-        for name in ("decision_mixed", "decision_name_words"):
-            if not fields[name]:
-                del fields[name]  # likewise (every build before recipe 7)
-        for name in ("decision_read_answer", "decision_check_share"):
-            if not fields[name]:
-                del fields[name]  # likewise (every build before recipe 9)
-        if not self.skill_batch_size:
-            del fields["skill_batch_size"], fields["skill_loss_weight"]  # likewise (every build before recipe 10)
-        if self.transcripts.p_verify_found is None:
-            del fields["transcripts"]["p_verify_found"]  # likewise
-        if not self.transcripts.presence_gold_shuffled:
-            del fields["transcripts"]["presence_gold_shuffled"]  # likewise (every build before recipe 8)
-        if not self.transcripts.presence_check_reformulated:
-            del fields["transcripts"]["presence_check_reformulated"]  # likewise (every build before recipe 9)
-        if not self.transcripts.retry_question:
-            del fields["transcripts"]["retry_question"]  # likewise (every build before recipe 11)
-        if not self.transcripts.reflection_question:
-            del fields["transcripts"]["reflection_question"]  # likewise (every build before recipe 12)
-        if not self.transcripts.p_rename:
-            del fields["transcripts"]["p_rename"]  # likewise (every build before recipe 14)
-        payload = json.dumps({"version": WARMSTART_VERSION, **fields}, sort_keys=True)
+        """The cache key of what this config trains: a hash of every field and ``WARMSTART_VERSION``."""
+        payload = json.dumps({"version": WARMSTART_VERSION, **asdict(self)}, sort_keys=True)
         return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
-# The namesake world's warm-start recipe. 1: the default's; 2: NAMESAKE_SINGLE_ATTEMPT_SHARE; 3: namesake_copy (the
-# thought after the name's article repeats the sentence naming the question's profession); 4: recipe 3's transcripts
-# on a policy whose tokenizer has every word of a person's name as one token (``policy_config``,
-# ``TinyModelConfig.name_tokens``); 5: recipe 3 (plain tokenizer) with a decision stage (``decision_steps``: short
-# windows ending at the thought after N's article, namesake and control questions balanced; ``decision.py``); 6: the
-# world's version 4 only (the presence check): ``namesake_presence`` transcripts and a decision stage of freshly drawn
-# groups (``decision.presence_windows``). A recipe is its config: each keeps its cache key
-# (``warmstart_config(world="namesake", namesake_recipe=2)`` is the build the first compare used).
-# 7: 6 with the decision windows mixed into the whole-transcript stage (``decision_mixed``), their names from every
-# v3/v4 name word (``decision_name_words``), and a fixed answer kept more often than checked (``p_verify_found``).
-# 8: 7 with B's article at a place drawn from the query when the lexical search misses it (``presence_gold_shuffled``).
-# 9: 8 with the decision windows read on to the answer from B's article at a drawn place and a share of them checks,
-# and the transcripts' check of a namesake answer a search for "<profession> N" (``NAMESAKE_READ_RECIPE``).
-# 10: 8 (transcripts and decision windows to the byte) with skill windows of their own (``skill_batch_size``): the
-# answer read from B's article at a drawn place after the search "<profession> N", and a check of a namesake answer
-# that searches "<profession> N" again; their trained tokens never include the deciding position.
-# 11: 8 with every retry and check searching the whole question (``TranscriptConfig.retry_question``).
-# 12: 11 with reflection turns that end with the question's line (``TranscriptConfig.reflection_question``; train and
-# evaluate with ``mr_search.episode.reflection_restates_question``, which ``make compare`` sets from the warm start).
-# 13: 12 trained three times as long (``NAMESAKE_LONG_SCALE``: windows, whole-transcript steps and transcripts).
-# 14: 13 with half the one- and two-hop transcripts' entities renamed with fresh names (``TranscriptConfig.p_rename``).
-NAMESAKE_RECIPES = 14
-# The default recipe (``python -m mr_search_embedded.warmstart``, the probe, ``make compare``). 4 probed worse than 3
-# (its
-# policy copies a name word it saw in training questions 85% of the time and an unseen one 11%; recipe 3: 76% and
-# 42%; reports/compare_namesake/investigation.md), so 3 stays the default and 4 is opt-in (``--namesake-recipe 4``);
-# 5 is opt-in too.
-NAMESAKE_RECIPE = 3
+def namesake_warmstart_config(outcome_feedback: bool = False) -> WarmStartConfig:
+    """The namesake world's warm start (``MR_SEARCH_WORLD=namesake``; ``make compare`` with ``POLICY=small``).
 
-# The namesake recipe whose base policy has whole-word name tokens (the only one).
-NAMESAKE_NAME_TOKENS_RECIPE = 4
+    Its transcripts (``transcripts.py``) script every behaviour the namesake world asks for. A namesake question's
+    first attempt searches the name N and, after N's passages, says whether the question's profession word is in
+    them: absent, it searches "<profession> N" and answers from B's article wherever it stands among the passages;
+    present (a control question), it answers. Some first attempts slip the hasty way: they answer the city N's own
+    article gives (context only, never trained), and the next attempt fixes it. Every retry and check searches the
+    whole question, which the agent's dense index ranks right, and reads the passage that answers it first; the
+    reflection turns restate the question just before it (train and evaluate with
+    ``mr_search.episode.reflection_restates_question``, which ``make compare`` sets from the warm start). A right
+    answer that fixed a wrong one, or any right answer to a namesake question, is checked again at a tenth of the
+    time, not half. Half of the one- and two-hop transcripts have their asked-about entity renamed with a fresh
+    name none of whose words the corpus holds (``rename.py``), so copying a name cannot be learnt as memorising it.
 
-# The recipe with the decision stage, and its size: 420 steps x 24 = 10,080 windows (the brief's ~10,000), on top of
-# recipe 3's 700 steps.
-NAMESAKE_DECISION_RECIPE = 5
-NAMESAKE_DECISION_STEPS = 420
-
-# The recipe for the world's version 4 (``namesake.PRESENCE_VERSION``), and its decision stage: 600 steps x 24 =
-# 14,400 fresh windows (the one-off check, reports/compare_namesake/presence_check.py, fine-tuning recipe 5's policy on
-# such windows, was at chance after 300 steps x 24 and well above it after 500).
-# The stage comes last and runs at the check's constant learning rate: a first build with it between the window stage
-# and the whole transcripts, at the schedule's rate (6e-3) and with the loss on the search and the passages too, did not
-# learn the decision (its thought said "is in the passages" for every probed question; investigation.md).
-# A second build with the stage last at 1e-3 but the search for N untrained in its windows learnt the decision, and its
-# first searches became "<profession> N" ("I need to search for <profession> N."), name copying 4% exact: the windows
-# now train that search too (decision_search_loss).
-NAMESAKE_PRESENCE_RECIPE = 6
-NAMESAKE_PRESENCE_DECISION_STEPS = 600
-NAMESAKE_PRESENCE_DECISION_LR = 1e-3
-NAMESAKE_PRESENCE_WORLD = 4
-
-# Recipe 7 (6d in investigation.md): recipe 6's last decision stage, at its own lr 1e-3, overwrote the protocol (the
-# default world's one-hop EM@1 26.7 -> 3.3), its windows' names were drawn from the 360 training namesake names' words
-# (held-out names miscopied in the reformulation), and a fix at attempt 2 was often checked again and broken at 3. Here
-# every whole-transcript step (500, 12 transcripts each, the schedule's lr) adds 24 decision windows: 12,000, where the
-# one-off check crossed chance; names from every v3/v4 name word; after a found answer the next attempt checks it with
-# chance 0.1 (else keeps it; 0.5 before).
-NAMESAKE_MIXED_RECIPE = 7
-NAMESAKE_MIXED_STEPS = 500
-NAMESAKE_MIXED_BATCH_SIZE = 12
-NAMESAKE_MIXED_P_VERIFY_FOUND = 0.1
-# Recipe 8 (6e): recipe 7's build decided and reformulated right (the thought named "<profession> N" after 49 of 58 of
-# its namesake attempts' first passages, 0 of 58 controls') but then answered from the wrong passage for about half of
-# them: in its transcripts B's article was always passage 3 (the lexical index misses it); the dense index ranks it 1st.
-NAMESAKE_SHUFFLED_RECIPE = 8
-# Recipe 9: 8's build still answered from B's article only when it was passage 1 (18 of 24; 0 of 7 elsewhere), and its
-# checks of a right namesake answer searched N again and re-decided "is in the passages" on a context that still held
-# B's article (16 of 16 right greedy namesake answers broken by attempt 3). Here the mixed retry windows go on to the
-# answer read from B's article at a place drawn uniformly (``decision_read_answer``), a share of windows is a check
-# (``NAMESAKE_CHECK_SHARE``), and the transcripts' check of a namesake answer searches "<profession> N" again at
-# ``p_verify`` (``presence_check_reformulated``); control checks as before.
-# A first build (9a: check share 0.5, the check windows' first attempt context only, 24 windows a step) trained the
-# decision in only ~6,000 windows and never learnt it (greedy: "is in the passages" after every namesake question's N):
-# every window now trains it, a quarter are checks, and 32 windows a step (16,000) offset the extra trained tokens.
-# That build (9b) did not learn the decision either (0 of 40 held-out namesake windows; recipe 7's: 40 of 40): not a
-# recipe for make compare; reports/compare_namesake/investigation.md says what to try next.
-NAMESAKE_READ_RECIPE = 9
-NAMESAKE_CHECK_SHARE = 0.25
-NAMESAKE_READ_BATCH_SIZE = 32
-# Recipe 10: recipe 9's two skills without touching the decision (9's windows made "is" 2-3x as frequent as "not" at the
-# deciding position and lost the decision): recipe 8 as it is, plus NAMESAKE_SKILL_BATCH_SIZE skill windows a step
-# (half reads, half checks) in a loss of their own.
-NAMESAKE_SKILL_RECIPE = 10
-NAMESAKE_SKILL_BATCH_SIZE = 8
-# The first build (10a, weight 1, key 25171d57b7dc) lost the decision (0 of 40 held-out namesake windows; recipe 8's
-# build 37 of 40): the three means share one gradient clipped to norm 1, so the skill windows' loss is weighted down.
-# That build (10b, 01c0f5feb082) kept half of it (20 of 40) and its probe fixed 15 of 81 wrong sampled namesake
-# answers by attempt 3 (recipe 7: 6 of 98), one-hop EM@1 23.3 (recipe 7: 56.7); investigation.md says what next.
-NAMESAKE_SKILL_LOSS_WEIGHT = 0.25
-# Recipe 11: recipe 8 (no skill windows: 10b's build copied the default world's names worse, one-hop EM@1 23.3 against
-# recipe 7's 56.7, and a skill window's decision was kept or lost by the build's seed) whose retries and checks search
-# the whole question (``TranscriptConfig.retry_question``): 10b's retries searched the question's entity for 3-4 of 30
-# one- and two-hop questions, a name ~720 characters back, and a namesake retry had to decide again; the agent's dense
-# index ranks the answer's passage first for the whole question for 96-100% of every source's training questions, so a
-# retry that copies the line after "Question:" fixes without a decision. (The tiny 2-layer policy of the default
-# world's v5 warm start could not copy a question; this one has 4 layers.)
-NAMESAKE_QUESTION_RETRY_RECIPE = 11
-# Recipe 11's build copied the question in 1 of 64 greedy retries of one- and two-hop questions (its first attempts
-# copied the entity's name exactly for 19 of 30 of each): it writes a question-shaped query with the names garbled, ~400
-# tokens after the question. Recipe 12 puts the question's line in the reflection turn, just before the retry (an
-# environment option, off in the paper; the first attempt's copy is from just as near).
-NAMESAKE_RESTATED_RECIPE = 12
-# Recipe 12's build (8.5 min on the 2-core box) copied the question in 10 of 49 greedy one- and two-hop retries and 0 of
-# 61 namesake and control ones. Recipe 13 trains it three times as long (3,000 steps; built on one H100 in 297 s with
-# ``--device cuda``, ~25 min on the 2-core box): the namesake retries copy the question (29 of 30 greedy) and fix 25
-# of 30 wrong namesake answers by attempt 2 (reports/compare_namesake/investigation.md).
-NAMESAKE_LONG_RECIPE = 13
-NAMESAKE_LONG_SCALE = 3
-# Recipe 13's build copied the held-out one- and two-hop names exactly for 14 and 17 of 30 first queries, the namesake
-# ones (recombined from training questions' words) for 30 of 30: names it had seen words of. Recipe 14 renames the
-# entity of NAMESAKE_RENAME_SHARE of the one- and two-hop transcripts with a fresh name (``rename.py``); the namesake
-# and control transcripts are recipe 13's.
-NAMESAKE_RENAME_RECIPE = 14
-NAMESAKE_RENAME_SHARE = 0.5
-PRESENCE_RECIPES = (
-    NAMESAKE_PRESENCE_RECIPE,
-    NAMESAKE_MIXED_RECIPE,
-    NAMESAKE_SHUFFLED_RECIPE,
-    NAMESAKE_READ_RECIPE,
-    NAMESAKE_SKILL_RECIPE,
-    NAMESAKE_QUESTION_RETRY_RECIPE,
-    NAMESAKE_RESTATED_RECIPE,
-    NAMESAKE_LONG_RECIPE,
-    NAMESAKE_RENAME_RECIPE,
-)
-
-# Share of one-attempt transcripts in the namesake world's warm start: its retries (after a namesake slip, search the
-# alias the first passage names) are shown only in the multi-attempt ones, and 15% of 5,000 (v6's) held ~80 of them.
-NAMESAKE_SINGLE_ATTEMPT_SHARE = 0.7
+    Against the default's: 70% of the transcripts stop after one attempt (85%), so more of them show the retries;
+    every whole-transcript step adds 24 decision windows (``decision.presence_windows``: freshly drawn groups with
+    names recombined from every name word of the world), 12 transcripts a step; and it is three times as long:
+    15,000 transcripts, 1,500 window steps and 1,500 whole-transcript steps (about 25 minutes on 2 CPU cores, 5 on
+    one H100 with ``--device cuda``).
+    """
+    transcripts = TranscriptConfig(
+        outcome_feedback=outcome_feedback,
+        p_verify_found=0.1,
+        retry_question=True,
+        reflection_question=True,
+        p_rename=0.5,
+    )
+    return WarmStartConfig(
+        num_transcripts=15_000,
+        single_attempt_share=0.7,
+        window_steps=1_500,
+        decision_windows_per_step=24,
+        steps=1_500,
+        batch_size=12,
+        transcripts=transcripts,
+    )
 
 
-def _check_namesake_recipe(caller: str, namesake_recipe: int) -> None:
-    if not 1 <= namesake_recipe <= NAMESAKE_RECIPES:
-        raise ValueError(f"{caller}: namesake_recipe={namesake_recipe}; use 1 to {NAMESAKE_RECIPES}")
-
-
-def _check_recipe_fits_version(namesake_recipe: int) -> None:
-    """Recipes 6 to 10 are for the namesake world's version 4 (``$MR_SEARCH_NAMESAKE_VERSION``) and version 4 for
-    them: the other recipes' thoughts quote sentences that version 4's articles do not have."""
-    from mr_search_embedded.world.variant import NAMESAKE_VERSION_ENV, namesake_version
-
-    version = namesake_version()
-    if (namesake_recipe in PRESENCE_RECIPES) != (version == NAMESAKE_PRESENCE_WORLD):
-        raise ValueError(
-            f"namesake recipe {namesake_recipe} does not fit the namesake world's version {version}: recipes "
-            f"{', '.join(map(str, PRESENCE_RECIPES))} are for version {NAMESAKE_PRESENCE_WORLD} only "
-            f"({NAMESAKE_VERSION_ENV}={NAMESAKE_PRESENCE_WORLD} --namesake-recipe {NAMESAKE_PRESENCE_RECIPE}), recipes "
-            "1-5 for versions 2-3"
-        )
-
-
-def default_namesake_recipe() -> int:
-    """The namesake world's default recipe for its version (``$MR_SEARCH_NAMESAKE_VERSION``): ``NAMESAKE_RECIPE``,
-    or ``NAMESAKE_PRESENCE_RECIPE`` for version ``NAMESAKE_PRESENCE_WORLD`` (the only recipe that fits it)."""
-    from mr_search_embedded.world.variant import namesake_version
-
-    return NAMESAKE_PRESENCE_RECIPE if namesake_version() == NAMESAKE_PRESENCE_WORLD else NAMESAKE_RECIPE
-
-
-def warmstart_config(
-    outcome_feedback: bool = False, world: str = "default", namesake_recipe: int | None = None
-) -> WarmStartConfig:
-    """The default warm start, or (``outcome_feedback``) the one whose reflection turns say whether the previous
-    answer was right, for training and evaluating with ``mr_search.episode.outcome_feedback`` (MAGE-style). In the
-    ``namesake`` world (``MR_SEARCH_WORLD``) recipe ``namesake_recipe`` (1 to ``NAMESAKE_RECIPES``, default
-    ``default_namesake_recipe()``: ``NAMESAKE_RECIPE``, 6 on the world's version 4): from 2 on, twice as
-    many transcripts show all K attempts (``NAMESAKE_SINGLE_ATTEMPT_SHARE``); from 3 on, the thought after the
-    name's article repeats the sentence that names the question's profession (``TranscriptConfig.namesake_copy``);
-    4 changes the base policy, not the transcripts (``policy_config``); 5 is 3 with the decision stage
-    (``NAMESAKE_DECISION_STEPS``); 6 to 10 are for the world's version 4 (``NAMESAKE_MIXED_RECIPE``,
-    ``NAMESAKE_SHUFFLED_RECIPE``, ``NAMESAKE_READ_RECIPE``, ``NAMESAKE_SKILL_RECIPE``,
-    ``NAMESAKE_QUESTION_RETRY_RECIPE``, ``NAMESAKE_RESTATED_RECIPE``, ``NAMESAKE_LONG_RECIPE``,
-    ``NAMESAKE_RENAME_RECIPE``)."""
-    if world != "namesake":
-        return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
-    namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
-    _check_namesake_recipe("warmstart_config", namesake_recipe)
-    _check_recipe_fits_version(namesake_recipe)
-    if namesake_recipe in PRESENCE_RECIPES and namesake_recipe != NAMESAKE_PRESENCE_RECIPE:
-        read = namesake_recipe == NAMESAKE_READ_RECIPE
-        transcripts = TranscriptConfig(
-            outcome_feedback=outcome_feedback,
-            namesake_presence=True,
-            p_verify_found=NAMESAKE_MIXED_P_VERIFY_FOUND,
-            presence_gold_shuffled=namesake_recipe != NAMESAKE_MIXED_RECIPE,
-            presence_check_reformulated=read,
-            retry_question=namesake_recipe >= NAMESAKE_QUESTION_RETRY_RECIPE,
-            reflection_question=namesake_recipe >= NAMESAKE_RESTATED_RECIPE,
-            p_rename=NAMESAKE_RENAME_SHARE if namesake_recipe >= NAMESAKE_RENAME_RECIPE else 0.0,
-        )
-        config = WarmStartConfig(
-            decision_read_answer=read,
-            decision_check_share=NAMESAKE_CHECK_SHARE if read else 0.0,
-            decision_batch_size=NAMESAKE_READ_BATCH_SIZE if read else WarmStartConfig.decision_batch_size,
-            transcripts=transcripts,
-            single_attempt_share=NAMESAKE_SINGLE_ATTEMPT_SHARE,
-            steps=NAMESAKE_MIXED_STEPS,
-            batch_size=NAMESAKE_MIXED_BATCH_SIZE,
-            decision_mixed=True,
-            decision_search_loss=True,
-            decision_name_words=True,
-            skill_batch_size=NAMESAKE_SKILL_BATCH_SIZE if namesake_recipe == NAMESAKE_SKILL_RECIPE else 0,
-            skill_loss_weight=NAMESAKE_SKILL_LOSS_WEIGHT if namesake_recipe == NAMESAKE_SKILL_RECIPE else 1.0,
-        )
-        if namesake_recipe >= NAMESAKE_LONG_RECIPE:
-            scale = NAMESAKE_LONG_SCALE
-            config = replace(
-                config,
-                window_steps=config.window_steps * scale,
-                steps=config.steps * scale,
-                num_transcripts=config.num_transcripts * scale,
-            )
-        return config
-    if namesake_recipe == NAMESAKE_PRESENCE_RECIPE:
-        transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_presence=True)
-        return WarmStartConfig(
-            transcripts=transcripts,
-            single_attempt_share=NAMESAKE_SINGLE_ATTEMPT_SHARE,
-            decision_steps=NAMESAKE_PRESENCE_DECISION_STEPS,
-            decision_last=True,
-            decision_lr=NAMESAKE_PRESENCE_DECISION_LR,
-            decision_search_loss=True,
-        )
-    transcripts = TranscriptConfig(outcome_feedback=outcome_feedback, namesake_copy=namesake_recipe >= 3)
-    share = NAMESAKE_SINGLE_ATTEMPT_SHARE if namesake_recipe >= 2 else WarmStartConfig().single_attempt_share
-    decision = NAMESAKE_DECISION_STEPS if namesake_recipe == NAMESAKE_DECISION_RECIPE else 0
-    return WarmStartConfig(transcripts=transcripts, single_attempt_share=share, decision_steps=decision)
-
-
-def policy_config(policy: str = "tiny", world: str = "default", namesake_recipe: int | None = None):
-    """The ``TinyModelConfig`` the warm start of ``policy`` (a ``POLICY_SHAPES`` name) starts from: the shape as it
-    is, or in the namesake world's recipe ``NAMESAKE_NAME_TOKENS_RECIPE``, with a tokenizer in which every word of a
-    person's name is one token (``name_tokens``: its own cache key; the other recipes keep the plain base)."""
-    from mr_search_embedded.tiny_model import policy_shape
-
-    shape = policy_shape(policy)
-    if world != "namesake":
-        return shape
-    namesake_recipe = default_namesake_recipe() if namesake_recipe is None else namesake_recipe
-    _check_namesake_recipe("policy_config", namesake_recipe)
-    return replace(shape, name_tokens=True) if namesake_recipe == NAMESAKE_NAME_TOKENS_RECIPE else shape
+def warmstart_config(outcome_feedback: bool = False, world: str = "default") -> WarmStartConfig:
+    """The warm start of ``world`` (``MR_SEARCH_WORLD``: ``default`` or ``namesake``): the default world's
+    ``WarmStartConfig()``, or ``namesake_warmstart_config()``; ``outcome_feedback``: its reflection turns say whether
+    the previous answer was right, for training and evaluating with ``mr_search.episode.outcome_feedback``
+    (MAGE-style; paper: off)."""
+    if world == "namesake":
+        return namesake_warmstart_config(outcome_feedback)
+    return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
 
 
 def shared_prefix_length(ids, labels) -> int:
@@ -543,8 +266,8 @@ def causal_lm_loss(model, ids, labels, env_labels=None, env_weight: float = 0.0)
     import torch
     from transformers import DynamicCache
 
-    # A batch without environment text to predict (recipe 6's decision windows) adds no term: the mean over no
-    # positions would be NaN.
+    # A batch without environment text to predict (the decision windows, whose passages are not scored) adds no term:
+    # the mean over no positions would be NaN.
     extra = env_labels is not None and env_weight > 0 and bool((env_labels != -100).any())
     prefix = shared_prefix_length(ids, torch.maximum(labels, env_labels) if extra else labels)
     body = model.base_model
@@ -575,10 +298,10 @@ def supervised_pass(
     on_step: Callable[[int, float], None] | None = None,
     threads: int | None = 0,
     decision: Sequence[Encoded] = (),
-    skills: Sequence[Encoded] = (),
 ) -> list[float]:
-    """Trains ``model`` in place on ``examples`` (and, in the decision stage, on ``decision``: the decision windows,
-    ``config.decision_batch_size`` a step in order, from the first again when used up); returns the loss per step.
+    """Trains ``model`` in place on ``examples`` (and, with ``config.decision_windows_per_step``, on ``decision``:
+    the decision windows, that many a whole-transcript step in order, from the first again when used up); returns the
+    loss per step.
 
     The loss is on model-written tokens, plus ``config.env_loss_weight`` times the loss on the environment's
     text after the question. ``threads``: torch intra-op threads during the pass; 0 (the default): chosen by
@@ -593,14 +316,8 @@ def supervised_pass(
         raise ValueError("supervised_pass: no examples to train on")
     if config.decision_count and not decision:
         raise ValueError(
-            f"supervised_pass: decision_steps={config.decision_steps} (decision_mixed={config.decision_mixed}) but no "
-            "decision windows were given; pass decision=encode_all(decision.decision_transcripts(...)) or set "
-            "decision_steps=0 and decision_mixed off"
-        )
-    if config.skill_batch_size and not skills:
-        raise ValueError(
-            f"supervised_pass: skill_batch_size={config.skill_batch_size} but no skill windows were given; pass "
-            "skills=skill_batches(...) or set skill_batch_size=0"
+            f"supervised_pass: decision_windows_per_step={config.decision_windows_per_step} but no decision windows "
+            "were given; pass decision=decision_windows(...) or set decision_windows_per_step=0"
         )
     if threads is not None and threads < 0:
         raise ValueError(f"supervised_pass: threads={threads}; use 0 (timed choice), a positive count, or None")
@@ -611,7 +328,7 @@ def supervised_pass(
     elif threads:
         torch.set_num_threads(threads)
     try:
-        return _train(model, examples, config, pad_id, on_step, tuner, decision, skills)
+        return _train(model, examples, config, pad_id, on_step, tuner, decision)
     finally:
         if tuner is not None:
             logger.info("warm start: steps per thread count %s", tuner.steps_per_count)
@@ -637,51 +354,22 @@ def decision_windows(
     env: EnvEncoder | None = None,
     name_words: tuple[Sequence[str], Sequence[str]] | None = None,
 ) -> list[Encoded]:
-    """The decision windows, encoded (``config.decision_count`` of them, in training order; none without a decision
-    stage or mix): whole prompts, instruction included (the batch runs it once). ``name_words``: the fresh names'
-    words (``decision.world_name_words``; needed with ``decision_name_words``)."""
+    """The decision windows, encoded (``config.decision_count`` of them, in training order; none without
+    ``decision_windows_per_step``). ``name_words``: the words the fresh names recombine (first names, surnames:
+    ``decision.world_name_words``). No loss on their passages: their environment text is not scored."""
     count = config.decision_count
     if not count:
         return []
-    if config.decision_name_words and name_words is None:
-        raise ValueError("decision_windows: decision_name_words needs name_words (decision.world_name_words(meta))")
-    if config.transcripts.namesake_presence:
-        # As in the check that learnt it: no loss on the passages, and (decision_search_loss off) none on the search
-        # for N either.
-        drawn = presence_windows(
-            questions,
-            index,
-            count,
-            seed=config.transcripts.seed + 2,
-            train_search=config.decision_search_loss,
-            name_words=name_words if config.decision_name_words else None,
-            read_answer=config.decision_read_answer,
-            check_share=config.decision_check_share,
-        )
-        encoded = encode_all(drawn, tokenizer, env)
-        return [replace(e, env_mask=[0] * len(e.env_mask)) for e in encoded]
-    else:
-        drawn = decision_transcripts(questions, index, count, config.transcripts, seed=config.transcripts.seed + 2)
-    return encode_all(drawn, tokenizer, env)
-
-
-def skill_batches(questions, index, config: WarmStartConfig, tokenizer, env, name_words) -> list[Encoded]:
-    """Recipe 10's skill windows, encoded (``steps * skill_batch_size``; none when 0), the environment text unscored
-    as in the decision windows."""
-    count = config.steps * config.skill_batch_size
-    if not count:
-        return []
     if name_words is None:
-        raise ValueError("skill_batches: skill windows need name_words (decision.world_name_words(meta))")
-    drawn = skill_windows(questions, index, count, name_words, seed=config.transcripts.seed + 3)
-    return [replace(e, env_mask=[0] * len(e.env_mask)) for e in encode_all(drawn, tokenizer, env)]
+        raise ValueError("decision_windows: the windows need name_words (decision.world_name_words(meta))")
+    drawn = presence_windows(questions, index, count, name_words, seed=config.transcripts.seed + 2)
+    encoded = encode_all(drawn, tokenizer, env)
+    return [replace(e, env_mask=[0] * len(e.env_mask)) for e in encoded]
 
 
-def train_step(
-    model, optimizer, batch: Batch, config: WarmStartConfig, mixed: Batch | None = None, skills: Batch | None = None
-):
+def train_step(model, optimizer, batch: Batch, config: WarmStartConfig, mixed: Batch | None = None):
     """One optimizer step on ``batch`` (forward under bf16 autocast if ``config.bf16``, gradient clipped to 1), plus
-    the mean loss of ``mixed`` (``decision_mixed``'s windows, a forward pass of their own) when given; returns the
+    the mean loss of ``mixed`` (the step's decision windows, a forward pass of their own) when given; returns the
     loss tensor."""
     import torch
 
@@ -689,9 +377,6 @@ def train_step(
         loss = causal_lm_loss(model, batch.ids, batch.labels, batch.env_labels, config.env_loss_weight)
         if mixed is not None:
             loss = loss + causal_lm_loss(model, mixed.ids, mixed.labels, mixed.env_labels, config.env_loss_weight)
-        if skills is not None:
-            skill = causal_lm_loss(model, skills.ids, skills.labels, skills.env_labels, config.env_loss_weight)
-            loss = loss + config.skill_loss_weight * skill
     optimizer.zero_grad(set_to_none=True)
     loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -699,7 +384,7 @@ def train_step(
     return loss
 
 
-def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, decision=(), skills=()) -> list[float]:
+def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, decision=()) -> list[float]:
     import torch
 
     torch.manual_seed(config.seed)
@@ -711,12 +396,7 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
     total = config.total_steps
     decay_from = max(config.warmup_steps, int(0.8 * total))
 
-    decision_from = config.window_steps + (config.steps if config.decision_last else 0)
-    decision_to = decision_from + config.decision_steps
-
     def schedule(step: int) -> float:
-        if config.decision_lr and decision_from <= step < decision_to:
-            return config.decision_lr / config.lr
         if step < config.warmup_steps:
             return (step + 1) / (config.warmup_steps + 1)
         if step < decay_from:
@@ -728,44 +408,32 @@ def _train(model, examples, config, pad_id, on_step, tuner: ThreadTuner | None, 
     model.train()
     losses: list[float] = []
     batches: list[list[int]] = []
-    mixed_drawn = 0  # decision windows used so far by decision_mixed
-    skills_drawn = 0  # recipe 10's skill windows used so far
-    # Stages: windows, then decision windows and whole transcripts in the configured order.
+    drawn = 0  # decision windows used so far
+    per_step = config.decision_windows_per_step
+    # Two stages: windows, then whole transcripts (with their decision windows).
     for step in range(total):
-        mixed = skill = None
-        if step in (config.window_steps, decision_from, decision_to) and step and tuner is not None:
+        mixed = None
+        if step == config.window_steps and step and tuner is not None:
             tuner.forget()  # each stage costs differently per token: compare thread counts afresh
         if step < config.window_steps:
             batch = windows.batch(config.window_batch_size, pad_id)
-        elif decision_from <= step < decision_to:
-            first = (step - decision_from) * config.decision_batch_size
-            rows = [decision[(first + i) % len(decision)] for i in range(config.decision_batch_size)]
-            batch = pad_batch(rows, pad_id, config.max_length)
         else:
             if not batches:
                 batches = bucketed_batches(examples, config.batch_size, order)
             batch = pad_batch([examples[i] for i in batches.pop()], pad_id, config.max_length)
-            if config.decision_mixed:
-                rows = [decision[(mixed_drawn + i) % len(decision)] for i in range(config.decision_batch_size)]
-                mixed_drawn += config.decision_batch_size
+            if per_step:
+                rows = [decision[(drawn + i) % len(decision)] for i in range(per_step)]
+                drawn += per_step
                 mixed = pad_batch(rows, pad_id, config.max_length)
-            if config.skill_batch_size:
-                drawn_rows = [skills[(skills_drawn + i) % len(skills)] for i in range(config.skill_batch_size)]
-                skills_drawn += config.skill_batch_size
-                skill = pad_batch(drawn_rows, pad_id, config.max_length)
         if device.type != "cpu":
-            batch, mixed, skill = (None if b is None else on_device(b, device) for b in (batch, mixed, skill))
+            batch, mixed = (None if b is None else on_device(b, device) for b in (batch, mixed))
         if tuner is not None:
             tuner.start(step)
-        if skill is None:
-            loss = train_step(model, optimizer, batch, config, mixed)
-        else:
-            loss = train_step(model, optimizer, batch, config, mixed, skills=skill)
+        loss = train_step(model, optimizer, batch, config, mixed)
         scheduler.step()
         losses.append(float(loss.detach()))
         if tuner is not None:
-            extra = sum(0 if b is None else b.ids.numel() for b in (mixed, skill))
-            tuner.finish(batch.ids.numel() + extra)
+            tuner.finish(batch.ids.numel() + (0 if mixed is None else mixed.ids.numel()))
         if on_step is not None:
             on_step(step, losses[-1])
     model.eval()
@@ -799,6 +467,20 @@ def _fingerprint(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
 
+def warmstart_key(config: WarmStartConfig, base: Path, world, device: str = "cpu") -> tuple[str, dict[str, Any]]:
+    """``(key, payload)``: the cache key of the warm start ``config`` trains from the tiny policy in ``base`` on
+    ``world`` (a ``WorldPaths``) on ``device`` (``cpu`` or ``cuda``: other arithmetic, keyed apart); the payload
+    names the config's key and fingerprints of the base's config and tokenizer and of the world's corpus and
+    training questions."""
+    payload = {
+        **({"device": device} if device != "cpu" else {}),
+        "config": config.key(),
+        "base": _fingerprint(base / "config.json") + _fingerprint(base / "tokenizer.json"),
+        "world": _fingerprint(world.corpus) + _fingerprint(world.train),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12], payload
+
+
 def ensure_warmstart(
     base_model: Path | str | None = None,
     out_dir: Path | str | None = None,
@@ -817,7 +499,7 @@ def ensure_warmstart(
         threads: torch threads while training (see ``supervised_pass``; not part of the cache key; a GPU build
             leaves torch's setting).
         device: ``cpu``, ``cuda`` or ``auto`` (``resolve_device``); a GPU build is keyed apart from a CPU one (other
-            arithmetic), and the CPU keys are as before.
+            arithmetic; ``warmstart_key``).
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -836,13 +518,7 @@ def ensure_warmstart(
     device = resolve_device(device)
     if device == "cpu" and config.bf16 and not cpu_has_native_bf16():
         config = replace(config, bf16=False)  # emulated bf16 is slower than float32; the key says which ran
-    key_payload = {
-        **({"device": device} if device != "cpu" else {}),
-        "config": config.key(),
-        "base": _fingerprint(base / "config.json") + _fingerprint(base / "tokenizer.json"),
-        "world": _fingerprint(world.corpus) + _fingerprint(world.train),
-    }
-    key = hashlib.sha256(json.dumps(key_payload, sort_keys=True).encode()).hexdigest()[:12]
+    key, key_payload = warmstart_key(config, base, world, device)
     out = Path(out_dir) if out_dir is not None else cache_root() / "warmstart" / key
     done = out / ".complete"
     if done.exists():
@@ -861,34 +537,21 @@ def ensure_warmstart(
         env = EnvEncoder(tokenizer)
         examples = encode_all(transcripts, tokenizer, env)
         name_words = None
-        if config.decision_name_words:
+        if config.decision_windows_per_step:
             name_words = world_name_words(json.loads(world.meta.read_text(encoding="utf-8")))
         decision = decision_windows(questions, index, config, tokenizer, env, name_words)
-        skills = skill_batches(questions, index, config, tokenizer, env, name_words)
-        if skills:
-            logger.info(
-                "warm start: %d skill windows (mean %.0f tokens), %d a step",
-                len(skills),
-                sum(len(e.input_ids) for e in skills) / len(skills),
-                config.skill_batch_size,
-            )
         logger.info(
-            "warm start: %d transcripts (mean %.0f tokens, built in %.1fs); %d steps on %d-token windows, %d on "
-            "decision windows (%d, mean %.0f tokens) and %d on whole transcripts, %s",
+            "warm start: %d transcripts (mean %.0f tokens, built in %.1fs); %d steps on %d-token windows, then %d on "
+            "whole transcripts with %d decision windows each (%d, mean %.0f tokens)",
             len(examples),
             sum(len(e.input_ids) for e in examples) / len(examples),
             time.monotonic() - started,
             config.window_steps,
             config.window_length,
-            config.decision_steps,
+            config.steps,
+            config.decision_windows_per_step,
             len(decision),
             sum(len(e.input_ids) for e in decision) / max(1, len(decision)),
-            config.steps,
-            "mixed into the whole transcripts"
-            if config.decision_mixed
-            else "the decision windows last"
-            if config.decision_last
-            else "the whole transcripts last",
         )
 
         def report(step: int, loss: float) -> None:
@@ -903,7 +566,6 @@ def ensure_warmstart(
             on_step=report,
             threads=threads if device == "cpu" else None,
             decision=decision,
-            skills=skills,
         )
         model.to("cpu")
         tmp = out.with_name(f".{out.name}.tmp")

@@ -14,20 +14,20 @@ cannot know it was right): a policy that imitates these searches again after its
 it keeps. The slipped turns are context only (``Turn.trained`` False: no loss), so the policy learns to react to
 a wrong attempt without learning to make one; answers it is trained to give never come from nowhere.
 
-In the ``namesake`` world (``MR_SEARCH_WORLD=namesake``) a namesake question's first attempt may slip the hasty way:
-it searches the asked-about name and answers the birthplace that name's article gives, the well-known namesake's;
-the next attempt goes on with the name that article says to search instead (as after a two-hop slip: the second
-gold passage's title). With ``namesake_copy`` (the namesake world's warm start from recipe v3 of that world on) the
-thought after the name's article first repeats the sentence of it that names the question's own profession ("The
-sailor Aldo Venn is better known as Drelo Kam. I need to search for it."; for a control question "The painter Aldo
-Venn was born in Kumholt. I found the answer."): which namesake the question means is then decided by copying one
-word of the question, and the alias (or the city) by copying from a line the policy has just written.
+In the ``namesake`` world (``MR_SEARCH_WORLD=namesake``) N's passages are about one namesake only, and a namesake or
+control question's decision is whether the question's profession word occurs in them: the thought after them copies
+that word and says whether it is there ("The sailor is not in the passages. I need to search for sailor Aldo Venn."
+then that search, and the answer read from B's article, which takes a place among the passages drawn from the query;
+for a control question "The painter is in the passages. I found the answer."). A namesake question's first attempt
+may slip the hasty way: it searches the asked-about name and answers the birthplace that name's article gives, the
+well-known namesake's (context only); the retry starts "My previous answer may be wrong. The sailor is not in the
+passages. ..." and searches "<profession> N" (with ``retry_question``, as in the namesake warm start, "My previous
+answer may be wrong." and the whole question, which brings B's article first).
 
-With ``namesake_presence`` (the namesake world's version 4, recipe 6) N's passages are about one namesake only and the
-decision is whether the question's profession word occurs in them: the thought after them copies that word and says
-whether it is there ("The sailor is not in the passages. I need to search for sailor Aldo Venn." then that search;
-for a control question "The painter is in the passages. I found the answer."), and a retry after the hasty slip starts
-"My previous answer may be wrong. The sailor is not in the passages. ...".
+With ``retry_question`` every attempt after the first that searches (a retry, a check) searches the whole question and
+reads the passage that answers it first, as the agent's dense index ranks it; with ``reflection_question`` the
+reflection turns end with the question's line, so the retry copies it from just before; with ``p_rename`` a share of
+the other questions' transcripts has its asked-about entity renamed with a fresh name (``rename.py``).
 
 With ``outcome_feedback`` (MAGE-style, off in the paper) the reflection turn says whether the previous answer was
 right, so after a right attempt the next one always keeps it, and the thought after each reflection repeats what
@@ -68,17 +68,14 @@ MAY_BE_WRONG = "My previous answer may be wrong"
 TOLD_WRONG = "My previous answer was incorrect"
 THINK_KEEP_TOLD = "My previous answer was correct."
 NAMESAKE_CONTROL_RELATION = "namesake_control"  # mr_search_embedded.world.namesake.CONTROL_RELATION
-# Version 4's presence check (``namesake_presence``): the question's profession word copied, then the decision.
+# The namesake world's presence check: the question's profession word copied, then the decision.
 THINK_ABSENT = "The {profession} is not in the passages. I need to search for {profession} {name}."
 THINK_PRESENT = "The {profession} is in the passages. I found the answer."
-# Recipe 9's check of an answer read from B's article (``presence_check_reformulated``): the search that found it again,
-# no second presence decision on a context that already holds B's article.
-THINK_CHECK_REFORMULATED = "My previous answer may be wrong. I need to search for {profession} {name}."
-# Recipe 11's retry (``retry_question``): the whole question, which the agent's dense index ranks right (the answer's
-# passage first for 96-100% of training questions of every source; the name: 89% one-hop, 0-11% namesake), so the
-# retry needs no decision, only a copy of the line after "Question:". The thought is short: with the question after it
-# the turn stays within the embedded config's 48 new tokens a turn (39 at most; "... I will search for the question."
-# made 53).
+# The retry that searches the whole question (``retry_question``), which the agent's dense index ranks right (the
+# answer's passage first for 96-100% of training questions of every source; the name: 89% one-hop, 0-11% namesake), so
+# the retry needs no decision, only a copy of the line after "Question:". The thought is short: with the question after
+# it the turn stays within the embedded config's 48 new tokens a turn (39 at most; "... I will search for the
+# question." made 53).
 THINK_RETRY_QUESTION = "My previous answer may be wrong."
 
 
@@ -108,7 +105,6 @@ class ScriptedTranscript:
     reflection_question: bool = False
 
 
-
 @dataclass(frozen=True)
 class TranscriptConfig:
     """How transcripts are drawn.
@@ -125,35 +121,23 @@ class TranscriptConfig:
         seed: the random seed; the same seed and world give the same transcripts.
         outcome_feedback: the reflection turns say whether the previous answer was right (``mr_search.episode.
             outcome_feedback``; paper: off); an attempt told it was right keeps its answer.
-        namesake_copy: in a namesake question (or its control), the thought after the name's article first repeats
-            the sentence of it that names the question's profession (``namesake_sentence``), then searches the
-            alias (or answers); off: "I found <alias>. ..." / "I found the answer." as before.
-        namesake_presence: the namesake world's version 4: after the search for N the thought says whether the
-            question's profession word is in the passages (``THINK_ABSENT`` then a search for "<profession> N", or
-            ``THINK_PRESENT`` then the answer); excludes ``namesake_copy``.
         p_verify_found: ``p_verify`` for an attempt that follows a found answer: one right after a retry that fixed a
-            wrong answer, or (with ``namesake_presence``) any right attempt of a namesake question, whose passages
-            held B's article (None: ``p_verify``, as before recipe 7). Lower, the next attempt keeps a fixed answer
-            more often than it checks it again (a check searches N again and can break the fix).
-        presence_gold_shuffled: with ``namesake_presence``, a gold passage a namesake or control question's search
-            misses (B's article after "<profession> N": the lexical index never ranks it in the top 3) takes a place
-            among the ``topk`` drawn from the query instead of the last (recipe 8; before it, B's article was always
-            passage 3 in training while the agent's dense index ranks it first for 91% of the training groups).
-        presence_check_reformulated: with ``namesake_presence``, the check of a namesake question's right answer (read
-            from B's article after "<profession> N") searches "<profession> N" again (``THINK_CHECK_REFORMULATED``)
-            instead of searching N and deciding again, and comes with chance ``p_verify`` (not ``p_verify_found``):
-            it no longer breaks the answer (recipe 9; recipe 8's checks searched N, then said "is in the passages"
-            on a context that still held B's article). Checks of other questions' answers are as before.
+            wrong answer, or any right attempt of a namesake question, whose passages held B's article (None:
+            ``p_verify``). Lower, the next attempt keeps a fixed answer more often than it checks it again (a check
+            searches again and can break the fix).
         retry_question: every attempt after the first that searches (a retry after a wrong answer, a check of a
             right one) searches the whole question (``THINK_RETRY_QUESTION``) and shows the passage that answers it
             (a namesake question: B's article; else the first hop's) first, as the agent's dense index ranks it; a
-            two-hop retry then searches the bridge entity (recipe 11). Off: retries search the entity's name.
+            two-hop retry then searches the bridge entity. Off: retries search the entity's name.
         reflection_question: the reflection turns end with the question's line, as the agent loop's do with
-            ``mr_search.episode.reflection_restates_question`` (recipe 12; paper: off): the retry copies the question
-            from just before it.
+            ``mr_search.episode.reflection_restates_question`` (paper: off): the retry copies the question from just
+            before it.
         p_rename: share of the transcripts of questions other than the namesake world's namesake and control ones
             whose asked-about entity is renamed with a freshly drawn name no word of which is in the corpus
-            (``rename.Renamer``, recipe 14; drawn apart from the rest: the other transcripts stay as they were).
+            (``rename.Renamer``; drawn apart from the rest: the other transcripts stay as they were).
+
+    A namesake or control question (the namesake world's) is always scripted with the presence check (the module
+    docstring); other questions never meet it.
     """
 
     attempts: int = 3
@@ -163,26 +147,12 @@ class TranscriptConfig:
     p_partial: float = 0.5
     seed: int = 0
     outcome_feedback: bool = False
-    namesake_copy: bool = False
-    namesake_presence: bool = False
     p_verify_found: float | None = None
-    presence_gold_shuffled: bool = False
-    presence_check_reformulated: bool = False
     retry_question: bool = False
     reflection_question: bool = False
     p_rename: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.namesake_copy and self.namesake_presence:
-            raise ValueError(
-                "TranscriptConfig: namesake_copy (world versions 2-3) and namesake_presence (version 4) exclude each "
-                "other; set one"
-            )
-        if self.presence_check_reformulated and not self.namesake_presence:
-            raise ValueError(
-                "TranscriptConfig: presence_check_reformulated is for the namesake world's version 4; set "
-                "namesake_presence too"
-            )
         if self.attempts < 1:
             raise ValueError(f"TranscriptConfig.attempts={self.attempts}: use at least 1")
         if self.topk < 1:
@@ -219,20 +189,6 @@ def search_turn(think: str, query: str) -> str:
 
 def answer_turn(think: str, answer: str) -> str:
     return f"<think> {think} </think>\n<answer> {answer} </answer>"
-
-
-def namesake_sentence(question: str, subject: str, text: str) -> str:
-    """The sentence of the name's article ``text`` that starts with the words the question uses for the person it
-    means ("The sailor Aldo Venn ..." for "Where was the sailor Aldo Venn born?"; case aside)."""
-    for sentence in re.findall(r"[^.]+\.", text):
-        sentence = sentence.strip()
-        end = sentence.find(subject)
-        if end > 0 and sentence[: end + len(subject)].lower() in question.lower():
-            return sentence
-    raise ValueError(
-        f"namesake_sentence: no sentence of {subject!r}'s article names the person {question!r} asks about "
-        f"(article: {text!r}); the namesake world's articles say 'The <profession> <name> ...' for both namesakes"
-    )
 
 
 def presence_profession(question: str, subject: str) -> str:
@@ -296,16 +252,16 @@ class TranscriptBuilder:
         subject = str(self.index.doc(gold_ids[0])["title"])  # the asked-about entity, verbatim in the question
         bridge = str(self.index.doc(gold_ids[1])["title"]) if len(gold_ids) > 1 else None
         turns: list[Turn] = []
-        said = self._namesake_said(row, subject, gold_ids[0])
-        think_bridge = f"{said} I need to search for it." if said else THINK_BRIDGE.format(bridge=bridge)
+        think_bridge = THINK_BRIDGE.format(bridge=bridge)
         presence = self._presence(row, subject)
-        shuffled = presence is not None and self.config.presence_gold_shuffled
+        # A namesake question's B article, which the lexical search for "<profession> N" misses, takes a place among
+        # the passages drawn from the query: the agent's dense index ranks it first for most groups, not for all.
+        shuffled = presence is not None
         if presence is not None and bridge is not None:
-            # Version 4: the second search is the profession word and the name, not the second passage's title.
+            # The second search is the profession word and the name, not the second passage's title.
             bridge, think_bridge = f"{presence} {subject}", THINK_ABSENT.format(profession=presence, name=subject)
-        checked = retry is not None and retry.kind == "verify" and self.config.presence_check_reformulated
         if retry is not None and self.config.retry_question:
-            # Recipe 11: the whole question; a namesake question's passages then hold B's article first.
+            # The whole question; a namesake question's passages then hold B's article first.
             question = str(row["question"]).strip()
             namesake = row.get("relation") == NAMESAKE_RELATION
             turns.append(Turn("model", search_turn(self._told(THINK_RETRY_QUESTION), question)))
@@ -313,14 +269,9 @@ class TranscriptBuilder:
             if bridge is not None and not namesake:  # two hops: the bridge entity next, as after the name
                 turns.append(Turn("model", search_turn(think_bridge, bridge)))
                 turns.append(self._information(bridge, gold_ids[1], shuffled))
-        elif checked and presence is not None and bridge is not None:
-            # Recipe 9: a check of an answer read from B's article searches "<profession> N" again, no new decision.
-            think = THINK_CHECK_REFORMULATED.format(profession=presence, name=subject)
-            turns.append(Turn("model", search_turn(self._told(think), bridge)))
-            turns.append(self._information(bridge, gold_ids[1], shuffled))
         elif retry is not None and retry.kind in ("bridge", "namesake") and bridge is not None:
             # The previous attempt stopped at the bridge entity: go on from its passages with the second hop.
-            reasoned = said or presence is not None
+            reasoned = presence is not None
             think = f"{MAY_BE_WRONG}. {think_bridge}" if reasoned else THINK_RETRY_BRIDGE.format(bridge=bridge)
             turns.append(Turn("model", search_turn(self._told(think), bridge)))
             turns.append(self._information(bridge, gold_ids[1], shuffled))
@@ -339,27 +290,17 @@ class TranscriptBuilder:
             if bridge is not None:  # two hops: the bridge entity named in the first passage is searched next
                 turns.append(Turn("model", search_turn(think_bridge, bridge)))
                 turns.append(self._information(bridge, gold_ids[1], shuffled))
-        think_answer = f"{said} {THINK_ANSWER}" if said and bridge is None else THINK_ANSWER
+        think_answer = THINK_ANSWER
         if presence is not None:  # the profession word is in the last passages: N's (a control) or B's article
             think_answer = THINK_PRESENT.format(profession=presence)
         turns.append(Turn("model", answer_turn(think_answer, answer)))
         return tuple(turns)
 
     def _presence(self, row: Mapping[str, Any], subject: str) -> str | None:
-        """With ``namesake_presence``, the profession word of a namesake or control question; else None."""
-        if not self.config.namesake_presence or row.get("relation") not in (
-            NAMESAKE_RELATION,
-            NAMESAKE_CONTROL_RELATION,
-        ):
+        """The profession word of a namesake or control question; None for any other question."""
+        if row.get("relation") not in (NAMESAKE_RELATION, NAMESAKE_CONTROL_RELATION):
             return None
         return presence_profession(str(row["question"]), subject)
-
-    def _namesake_said(self, row: Mapping[str, Any], subject: str, article_id: str) -> str | None:
-        """With ``namesake_copy``, the sentence of the name's article (``article_id``) a namesake or control
-        question's thought repeats after reading it; None for other questions or without the option."""
-        if not self.config.namesake_copy or row.get("relation") not in (NAMESAKE_RELATION, NAMESAKE_CONTROL_RELATION):
-            return None
-        return namesake_sentence(str(row["question"]), subject, str(self.index.doc(article_id)["text"]))
 
     def _partial_attempt(self, row: Mapping[str, Any], rng: random.Random) -> Attempt | None:
         """A search for the first word of the entity's name whose results miss its passage, answered with a
@@ -408,8 +349,7 @@ class TranscriptBuilder:
         wrong: str | None
         if row.get("relation") == NAMESAKE_RELATION:
             # The hasty reading: the birthplace the asked-about name's own article gives (the namesake's).
-            pattern = r"born in (\w+)\." if self.config.namesake_presence else r"was born in (\w+)\."
-            found = re.search(pattern, str(self.index.doc(gold_ids[0])["text"]))
+            found = re.search(r"born in (\w+)\.", str(self.index.doc(gold_ids[0])["text"]))
             wrong = found.group(1) if found else None
             kind = "namesake"
         elif len(gold_ids) > 1:
@@ -424,12 +364,10 @@ class TranscriptBuilder:
 
     def _p_verify(self, row: Mapping[str, Any], correct: Sequence[bool]) -> float:
         """The chance that the attempt after the right one that ends ``correct`` checks it again: ``p_verify_found``
-        after a fix of a wrong answer or a namesake question's right attempt (``namesake_presence``), else
-        ``p_verify``; a namesake question's with ``presence_check_reformulated``: ``p_verify`` (its check cannot
-        break it)."""
+        after a fix of a wrong answer or a namesake question's right attempt, else ``p_verify``."""
         found = self.config.p_verify_found
-        namesake = self.config.namesake_presence and row.get("relation") == NAMESAKE_RELATION
-        if found is None or (namesake and self.config.presence_check_reformulated):
+        namesake = row.get("relation") == NAMESAKE_RELATION
+        if found is None:
             return self.config.p_verify
         fixed = len(correct) >= 2 and not correct[-2]
         return found if fixed or namesake else self.config.p_verify

@@ -1,5 +1,5 @@
 """The ``namesake`` embedded world (opt-in, ``MR_SEARCH_WORLD=namesake``): the default world plus questions whose
-first, natural search misses for a reason the passages state, and which a reformulated search fixes.
+first, natural search misses, whose passages show it, and which a search with the question's own words fixes.
 
 DESIGN
 
@@ -7,49 +7,34 @@ DESIGN
   unchanged, with the held-out ones first and in their order (the same first N per data source as before): the
   control.
 * Namesake groups (``NamesakeConfig.groups``, 400). Two people share a name N and differ in profession: the well-known
-  one, an A (say a painter) born in city C1, whose article is titled N; and the other, a B born in C2 (another
-  country), whose article is titled with the name B is better known by, an alias L (another person name):
+  one, an A (say a painter) born in city C1, and the other, a B born in C2 (another country). N's article, titled N,
+  is about the A only, and so are three more passages titled N (``PRESENCE_EXTRAS``, none naming B's profession); B's
+  article is titled with B's profession and city, and names N in the question's words:
 
-      "Aldo Venn"   The painter Aldo Venn was born in Kumholt. The sailor Aldo Venn is better known as Drelo Kam.
-      "Drelo Kam"   Drelo Kam was a sailor born in Tarport.
-
-  ``Where was the sailor Aldo Venn born?`` (relation ``namesake_birthplace``, data source ``embedded_namesake``,
-  answer C2, gold passages N's then L's). The natural query, the asked-about name N, returns N's article first: its
-  only birthplace is the painter's, C1, a wrong answer a hasty reader gives; the same article says, in the
-  question's own words ("The sailor Aldo Venn"), which name to search instead. L's article does not contain N, so
-  a search for N does not find it; a search for L does.
-  ``Where was the painter Aldo Venn born?`` (``namesake_control``, data source ``embedded_namesake_control``,
-  answer C1, N's article only) has the same shape and is answered by the first search: retrying it only risks
-  breaking a right answer, so a policy that retries must read which case it is in.
-* Split: the questions about 10% of the groups are held out (the same 10% share as the default world's).
-* Names (the version, ``$MR_SEARCH_NAMESAKE_VERSION``, ``variant.namesake_version``): version 2 draws each N and L
-  fresh from the syllable inventory, so most of their words occur in no training question, and the small policy
-  copies such a word seldom (reports/compare_namesake/investigation.md). Version 3 (opt-in, its own cache root)
-  recombines them: the first word from the first names, the last from the surnames, of the default world's people
-  named in its training questions; N and L share no word and no full name is anyone else's. Every name word is then
-  one the policy practises copying, and a held-out group's name is still a new combination. Everything else
-  (professions, cities, passages, questions, split, the default world kept first) is version 2's: the groups are
-  drawn as in version 2, then renamed from a generator of their own, ``random.Random("namesake-names-<seed>")``.
-* Version 4 (opt-in, its own cache root): the retry decision is a presence check, not a choice between two sentences
-  that share the name. Version 3's groups and names; N's article, titled N, is about the A only, and so are three
-  more passages titled N (``PRESENCE_EXTRAS``, none naming B's profession); B's article is titled with B's profession
-  and city, and names N in the question's words, without an alias:
-
-      "Aldo Venn"           The painter Aldo Venn was born in Kumholt.
+      "Aldo Venn"           Aldo Venn was a painter born in Kumholt.
       "Aldo Venn"           Aldo Venn worked as a painter in Kumholt for many years.   (and two more like it)
       "Sailor from Tarport" The sailor Aldo Venn was born in Tarport.
 
-  The natural query N returns the A's passages (B's article falls below the top 3 the agent reads), none of which
-  holds the question's profession word "sailor": absent, search again with it and the name, ``namesake_query``
-  ("sailor Aldo Venn"), which ranks B's article first. A control question's profession word is in N's article. The
-  group's alias is still drawn (so the draws stay version 3's) and named nowhere; the passages are shuffled by a
-  generator of their own, so the questions, their split and order are version 3's. Gold passages: N's article then
-  B's (a retry question), N's article (a control).
+  ``Where was the sailor Aldo Venn born?`` (relation ``namesake_birthplace``, data source ``embedded_namesake``,
+  answer C2, gold passages N's article then B's). The natural query, N, returns the A's passages (B's article falls
+  below the top 3 the agent reads): their only birthplace is the painter's, C1, the wrong answer a hasty reader
+  gives, and none holds the question's profession word "sailor". Absent, search again with it and the name,
+  ``namesake_query`` ("sailor Aldo Venn"), which ranks B's article first.
+  ``Where was the painter Aldo Venn born?`` (``namesake_control``, data source ``embedded_namesake_control``, answer
+  C1, N's article only) has the same shape, its profession word is in N's passages, and the first search answers it:
+  retrying it only risks breaking a right answer, so a policy that retries must read which case it is in.
+* Names. Each N is recombined: the first word from the first names, the last from the surnames, of the default
+  world's people named in its training questions; no full name is anyone else's. Every name word is then one the
+  policy practises copying, and a held-out group's name is still a new combination.
+* Split: the questions about 10% of the groups are held out (the same 10% share as the default world's).
 * ``python -m mr_search_embedded.world.namesake_stats`` measures (in-process or through a service) the share of
   namesake questions whose natural query misses the gold passage and its rank for the natural and the reformulated
   query.
-* Determinism: the default world's generator, then one ``random.Random("namesake-<seed>")``; passages are shuffled
-  together (ids reveal nothing), so two builds are byte-identical.
+* Determinism: the default world's generator, then one ``random.Random("namesake-<seed>")`` for the groups, one of
+  their own for the names and for the passages' order (ids reveal nothing), so two builds are byte-identical. The
+  draws are those of the world ``reports/compare_namesake`` used (its hash is pinned in the tests): each group also
+  draws syllable names that the recombined ones replace and an alias no passage names, and the groups' generator
+  makes a shuffle's draws for a list without the ``PRESENCE_EXTRAS`` before it draws the split.
 """
 
 from __future__ import annotations
@@ -62,7 +47,7 @@ from typing import Any, Final
 
 from mr_search_embedded.world.facts import PROFESSIONS, City, FactGraph, WorldConfig, build_facts
 from mr_search_embedded.world.names import NameGenerator
-from mr_search_embedded.world.variant import DEFAULT_NAMESAKE_VERSION, NAMESAKE_VERSIONS, namesake_version
+from mr_search_embedded.world.variant import NAMESAKE_WORLD_VERSION
 from mr_search_embedded.world.world import (
     DEFAULT_SEED,
     WORLD_VERSION,
@@ -73,17 +58,7 @@ from mr_search_embedded.world.world import (
 )
 
 VARIANT: Final = "namesake"
-# A new version when this generator changes: a cached world of a version no longer built (1) is rebuilt; each
-# buildable one (variant.NAMESAKE_VERSIONS) has its own cache root and is never replaced by another.
-# 2: no distractor passages for the namesake groups (v1: 80%): the dense index ranked "Travels of N" above N's own
-#    article for the bare name, so the hasty answer was the distractor's city, not the namesake's the article gives.
-# 3 (opt-in, $MR_SEARCH_NAMESAKE_VERSION=3; variant.NAMESAKE_VERSIONS): N and L recombined from the words of the
-#    people named in the default world's training questions (RECOMBINED_NAMES_VERSION).
-# 4 (opt-in): version 3's draws with the presence-check passages (PRESENCE_VERSION; no alias in any passage).
-NAMESAKE_VERSION: Final = DEFAULT_NAMESAKE_VERSION  # built when $MR_SEARCH_NAMESAKE_VERSION names none
-RECOMBINED_NAMES_VERSION: Final = 3
-PRESENCE_VERSION: Final = 4
-# Version 4's passages about the A besides N's article, all titled N: they fill the top 3 of a search for N, so B's
+# The passages about the A besides N's article, all titled N: they fill the top 3 of a search for N, so B's
 # article, which names N once and not in its title, falls below it (ranks: reports/compare_namesake).
 PRESENCE_EXTRAS: Final = (
     "{name} worked as {article} {profession} in {city} for many years.",
@@ -101,9 +76,9 @@ class NamesakeConfig:
     """Sizes of the namesake part (the default world's own sizes are ``WorldConfig``'s defaults)."""
 
     groups: int = 400
-    distractor_rate: float = (
-        0.0  # share of groups whose N also has a distractor passage (v1: 0.8, see NAMESAKE_VERSION)
-    )
+    # Share of groups whose N also has a distractor passage ("Travels of N": the dense index ranks it above N's own
+    # article for the bare name, so the hasty answer becomes the distractor's city).
+    distractor_rate: float = 0.0
     test_fraction: float = 0.1  # share of groups whose two questions are held out
 
     def __post_init__(self) -> None:
@@ -120,23 +95,18 @@ class NamesakeGroup:
     name: str  # N, shared by both
     known_profession: str  # A: the one N's own article is about
     known_city: str  # C1
-    other_profession: str  # B: the one better known as the alias
+    other_profession: str  # B: the one whose article is titled with profession and city
     other_city: str  # C2, in another country than C1
-    alias: str  # L: the title of B's article
+    alias: str  # drawn with the group, named in no passage
 
 
-def _version(version: int | None) -> int:
-    """``version``, or ``$MR_SEARCH_NAMESAKE_VERSION``'s when None; one that cannot be built raises."""
-    version = namesake_version() if version is None else version
-    if version not in NAMESAKE_VERSIONS:
-        raise ValueError(f"namesake world version {version!r}: use one of {', '.join(map(str, NAMESAKE_VERSIONS))}")
-    return version
-
-
-def namesake_meta(config: NamesakeConfig | None = None, version: int | None = None) -> dict[str, Any]:
-    """What ``meta.json`` records about the variant (a cached world whose record differs is rebuilt); ``version``
-    default: ``$MR_SEARCH_NAMESAKE_VERSION`` (``variant.namesake_version``)."""
-    return {"variant": VARIANT, "namesake_version": _version(version), "namesake": asdict(config or NamesakeConfig())}
+def namesake_meta(config: NamesakeConfig | None = None) -> dict[str, Any]:
+    """What ``meta.json`` records about the variant (a cached world whose record differs is rebuilt)."""
+    return {
+        "variant": VARIANT,
+        "namesake_version": NAMESAKE_WORLD_VERSION,
+        "namesake": asdict(config or NamesakeConfig()),
+    }
 
 
 def _article(word: str) -> str:
@@ -144,7 +114,7 @@ def _article(word: str) -> str:
 
 
 class RecombinedNames:
-    """Version 3's person names: a first name from ``firsts`` and a surname from ``lasts`` (each list drawn from
+    """The groups' person names: a first name from ``firsts`` and a surname from ``lasts`` (each list drawn from
     uniformly), unique across every name ``names`` has claimed; ``person(avoid)`` shares no word with ``avoid``."""
 
     def __init__(self, rng: random.Random, names: NameGenerator, firsts: list[str], lasts: list[str]) -> None:
@@ -185,7 +155,7 @@ def _groups(rng: random.Random, names: NameGenerator, cities: list[City], count:
 
 
 def _recombine(groups: list[NamesakeGroup], names: RecombinedNames) -> list[NamesakeGroup]:
-    """``groups`` with each N and L replaced by a recombined name (version 3): all else as drawn."""
+    """``groups`` with each N and alias replaced by a recombined name: all else as drawn."""
     out = []
     for group in groups:
         name = names.person()
@@ -193,24 +163,9 @@ def _recombine(groups: list[NamesakeGroup], names: RecombinedNames) -> list[Name
     return out
 
 
-def group_passages(group: NamesakeGroup) -> tuple[tuple[str, str], tuple[str, str]]:
-    """``((title, text) of N's article, (title, text) of the alias's article)`` (versions 2 and 3)."""
-    n = group.name
-    known = (
-        n,
-        f"The {group.known_profession} {n} was born in {group.known_city}. "
-        f"The {group.other_profession} {n} is better known as {group.alias}.",
-    )
-    alias = (
-        group.alias,
-        f"{group.alias} was {_article(group.other_profession)} {group.other_profession} born in {group.other_city}.",
-    )
-    return known, alias
-
-
 def presence_passages(group: NamesakeGroup) -> tuple[list[tuple[str, str]], tuple[str, str]]:
-    """Version 4: ``([(title, text) of N's article, then of each PRESENCE_EXTRAS passage], (title, text) of B's
-    article)``; only B's article names B's profession."""
+    """``([(title, text) of N's article, then of each PRESENCE_EXTRAS passage], (title, text) of B's article)``; only
+    B's article names B's profession."""
     n, known = group.name, group.known_profession
     article = f"{n} was {_article(known)} {known} born in {group.known_city}."
     extras = [
@@ -229,7 +184,7 @@ _QUESTION = re.compile(r"^Where was the (\w+) (.+) born\?$")
 
 def namesake_query(question: str) -> str:
     """The query that names the person a namesake question means: its profession word and the name ("sailor Aldo
-    Venn" for "Where was the sailor Aldo Venn born?"); version 4's reformulation."""
+    Venn" for "Where was the sailor Aldo Venn born?"): the reformulation a namesake question needs."""
     found = _QUESTION.match(question.strip())
     if found is None or found.group(1) not in PROFESSIONS:
         raise ValueError(
@@ -249,7 +204,7 @@ class _Draws:
     groups: list[NamesakeGroup]
 
 
-def _draw(seed: int, config: NamesakeConfig, version: int) -> _Draws:
+def _draw(seed: int, config: NamesakeConfig) -> _Draws:
     base_corpus, base_train, base_test = build_world(seed, WorldConfig())
     graph = build_facts(random.Random(seed), WorldConfig())  # the same draws build_world starts with
     rng = random.Random(f"{VARIANT}-{seed}")
@@ -263,36 +218,20 @@ def _draw(seed: int, config: NamesakeConfig, version: int) -> _Draws:
         + [c.name for c in graph.companies]
     )
     groups = _groups(rng, names, graph.cities, config.groups)
-    if version >= RECOMBINED_NAMES_VERSION:
-        # Version 2's draws, then new names from a generator of their own: every other draw stays version 2's.
-        recombined = RecombinedNames(
-            random.Random(f"{VARIANT}-names-{seed}"), names, *trained_name_words(graph, base_train)
-        )
-        groups = _recombine(groups, recombined)
+    # New names from a generator of their own: every other draw stays as ``rng`` makes it.
+    recombined = RecombinedNames(
+        random.Random(f"{VARIANT}-names-{seed}"), names, *trained_name_words(graph, base_train)
+    )
+    groups = _recombine(groups, recombined)
     return _Draws((base_corpus, base_train, base_test), graph, rng, groups)
 
 
-def namesake_person_names(
-    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None, version: int | None = None
-) -> list[str]:
-    """Every person's name in the namesake world for ``seed`` and ``version`` (default:
-    ``$MR_SEARCH_NAMESAKE_VERSION``): the default world's people (twins included), then each group's shared name N
-    and alias L, in the order drawn (version 4, whose passages name no alias: N only) (pure; writes nothing)."""
-    version = _version(version)
-    draws = _draw(seed, config or NamesakeConfig(), version)
-    if version >= PRESENCE_VERSION:
-        return [p.name for p in draws.graph.people] + [g.name for g in draws.groups]
-    return [p.name for p in draws.graph.people] + [name for g in draws.groups for name in (g.name, g.alias)]
-
-
 def build_namesake_world(
-    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None, version: int | None = None
+    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Returns ``(corpus, train, test)`` rows of the namesake world for ``seed`` and ``version`` (default:
-    ``$MR_SEARCH_NAMESAKE_VERSION``, else 2) (pure; writes nothing)."""
+    """Returns ``(corpus, train, test)`` rows of the namesake world for ``seed`` (pure; writes nothing)."""
     config = config or NamesakeConfig()
-    draws_version = _version(version)
-    draws = _draw(seed, config, draws_version)
+    draws = _draw(seed, config)
     (base_corpus, base_train, base_test), graph, rng, groups = draws.base, draws.graph, draws.rng, draws.groups
 
     # (title, text) of every passage: the default world's first (their old ids are their positions here).
@@ -300,14 +239,9 @@ def build_namesake_world(
     questions: list[tuple[NamesakeGroup, dict[str, Any]]] = []
     countries = {c.name: c.country for c in graph.cities}
     for group in groups:
-        if draws_version >= PRESENCE_VERSION:
-            about_known, other = presence_passages(group)
-            known_id, alias_id = len(passages), len(passages) + len(about_known)
-            passages += [*about_known, other]
-        else:
-            (known_title, known_text), (alias_title, alias_text) = group_passages(group)
-            known_id, alias_id = len(passages), len(passages) + 1
-            passages += [(known_title, known_text), (alias_title, alias_text)]
+        about_known, other = presence_passages(group)
+        known_id, other_id = len(passages), len(passages) + len(about_known)
+        passages += [*about_known, other]
         if rng.random() < config.distractor_rate:
             avoid = {countries[group.known_city], countries[group.other_city]}
             elsewhere = rng.choice([c.name for c in graph.cities if c.country not in avoid])
@@ -317,7 +251,7 @@ def build_namesake_world(
         retry = {
             "question": f"Where was the {group.other_profession} {group.name} born?",
             "golden_answers": [group.other_city],
-            "gold_doc_ids": [known_id, alias_id],
+            "gold_doc_ids": [known_id, other_id],
             "data_source": RETRY_SOURCE,
             "relation": RETRY_RELATION,
         }
@@ -330,15 +264,12 @@ def build_namesake_world(
         }
         questions += [(group, retry), (group, control)]
 
+    # Ids must not reveal the kind of passage: shuffled by a generator of their own, after ``rng`` made the draws of a
+    # shuffle of the passages without the extras (a shuffle's draws depend on the length alone; the module docstring
+    # says why), from which it goes on to draw the split and the question order.
     order = list(range(len(passages)))
-    if draws_version >= PRESENCE_VERSION:
-        # More passages than version 3: shuffled by a generator of their own, while ``rng`` makes the draws version
-        # 3's shuffle made (a shuffle's draws depend on the length alone), so it goes on to draw version 3's split
-        # and question order.
-        rng.shuffle(list(range(len(passages) - len(groups) * len(PRESENCE_EXTRAS))))
-        random.Random(f"{VARIANT}-passages-{seed}").shuffle(order)
-    else:
-        rng.shuffle(order)  # ids must not reveal the kind of passage
+    rng.shuffle(list(range(len(passages) - len(groups) * len(PRESENCE_EXTRAS))))
+    random.Random(f"{VARIANT}-passages-{seed}").shuffle(order)
     new_id = {old: new for new, old in enumerate(order)}
     corpus = [corpus_row(new, *passages[old]) for new, old in enumerate(order)]
 
@@ -370,12 +301,10 @@ def _row(split: str, index: int, q: dict[str, Any]) -> dict[str, Any]:
 
 
 def write_namesake_world(
-    out_dir: Path | str, *, seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None, version: int | None = None
+    out_dir: Path | str, *, seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None
 ) -> WorldPaths:
-    """Builds the namesake world for ``seed`` and ``version`` (default: ``$MR_SEARCH_NAMESAKE_VERSION``) and writes it
-    (``world.write_rows``) to ``out_dir``."""
+    """Builds the namesake world for ``seed`` and writes it (``world.write_rows``) to ``out_dir``."""
     config = config or NamesakeConfig()
-    version = _version(version)
-    corpus, train, test = build_namesake_world(seed, config, version)
-    meta = {"version": WORLD_VERSION, "seed": seed, "config": asdict(WorldConfig()), **namesake_meta(config, version)}
+    corpus, train, test = build_namesake_world(seed, config)
+    meta = {"version": WORLD_VERSION, "seed": seed, "config": asdict(WorldConfig()), **namesake_meta(config)}
     return write_rows(out_dir, corpus, train, test, meta)

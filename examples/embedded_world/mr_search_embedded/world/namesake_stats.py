@@ -9,17 +9,15 @@ records the rank (1-based; ``None`` beyond ``--depth``) of the passage that hold
 
 - ``natural``: the asked-about name N, as the question writes it (what a policy that copies the entity searches);
 - ``question``: the whole question text;
-- ``reformulated``: versions 2 and 3, the name the first passage gives instead (the alias L; for a control question,
-  N itself); version 4, the question's profession word and the name (``namesake.namesake_query``: "sailor Aldo Venn";
+- ``reformulated``: the question's profession word and the name (``namesake.namesake_query``: "sailor Aldo Venn";
   for a control question, "painter Aldo Venn").
 
 and prints, per relation, the share (%) of questions whose answer passage is in the top ``--topk`` (``hit@k``) and
 first (``hit@1``), and its median rank, for each query, ``miss_then_fixed``: the share whose natural query misses
 (not in the top k) and whose reformulated query ranks it first, and ``profession_in_natural_top<k>``: the share
-whose profession word (the question's, "sailor") occurs in a passage of the natural query's top k (version 4's
+whose profession word (the question's, "sailor") occurs in a passage of the natural query's top k (the world's
 decision: absent for a retry question, present for a control); with ``--json`` the per-question ranks too.
-``MR_SEARCH_NAMESAKE_VERSION`` picks the world's version (``namesake.py``); ``--retriever`` the index searched
-in-process (the dense MiniLM one the agent uses, or BM25).
+``--retriever`` picks the index searched in-process (the dense MiniLM one the agent uses, or BM25).
 """
 
 from __future__ import annotations
@@ -33,29 +31,20 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from mr_search_embedded.world.namesake import (
-    CONTROL_RELATION,
-    PRESENCE_VERSION,
-    RETRY_RELATION,
-    VARIANT,
-    namesake_query,
-)
+from mr_search_embedded.world.namesake import CONTROL_RELATION, RETRY_RELATION, VARIANT, namesake_query
 from mr_search_embedded.world.stats import http_search
-from mr_search_embedded.world.variant import namesake_version, world_variant
+from mr_search_embedded.world.variant import world_variant
 from mr_search_embedded.world.world import ensure_world
 
 Search = Callable[[list[str], int], list[list[str]]]  # queries, topk -> doc ids per query
 QUERIES = ("natural", "question", "reformulated")
 
 
-def queries_of(question: dict[str, Any], corpus: dict[str, dict[str, Any]], version: int = 2) -> dict[str, str]:
-    """The three queries of a namesake question (N from its first gold passage's title; the reformulation: L from its
-    last before ``version`` 4, the profession word and N from then on)."""
-    gold = question["gold_doc_ids"]
-    reformulated = (
-        namesake_query(str(question["question"])) if version >= PRESENCE_VERSION else str(corpus[gold[-1]]["title"])
-    )
-    natural = str(corpus[gold[0]]["title"])
+def queries_of(question: dict[str, Any], corpus: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """The three queries of a namesake question (N from its first gold passage's title; the reformulation: the
+    profession word and N)."""
+    natural = str(corpus[question["gold_doc_ids"][0]]["title"])
+    reformulated = namesake_query(str(question["question"]))
     return {"natural": natural, "question": str(question["question"]), "reformulated": reformulated}
 
 
@@ -76,16 +65,13 @@ def measure(
     search: Search,
     topk: int = 3,
     depth: int = 50,
-    version: int | None = None,
 ) -> tuple[dict[str, dict[str, Any]], list[dict[str, Any]]]:
-    """``(summary per relation, per-question ranks)`` for the namesake questions among ``questions`` of the world's
-    ``version`` (default: ``$MR_SEARCH_NAMESAKE_VERSION``'s)."""
-    version = namesake_version() if version is None else version
+    """``(summary per relation, per-question ranks)`` for the namesake questions among ``questions``."""
     rows = [q for q in questions if q.get("relation") in (RETRY_RELATION, CONTROL_RELATION)]
     if not rows:
         raise ValueError("namesake_stats: no namesake questions in this world; build it with MR_SEARCH_WORLD=namesake")
     per_question: list[dict[str, Any]] = []
-    texts = [queries_of(q, corpus, version) for q in rows]
+    texts = [queries_of(q, corpus) for q in rows]
     ranked = {name: search([t[name] for t in texts], depth) for name in QUERIES}
     for i, q in enumerate(rows):
         answer_doc = q["gold_doc_ids"][-1]

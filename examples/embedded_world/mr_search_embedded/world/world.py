@@ -53,14 +53,7 @@ from typing import Any, Final
 
 from mr_search_embedded.world.facts import FactGraph, WorldConfig, build_facts
 from mr_search_embedded.world.questions import Question, make_questions, split_questions
-from mr_search_embedded.world.variant import (
-    DEFAULT_VARIANT,
-    NAMESAKE_VERSION_ENV,
-    NAMESAKE_VERSIONS,
-    WORLD_ENV,
-    variant_cache_dir,
-    world_variant,
-)
+from mr_search_embedded.world.variant import DEFAULT_VARIANT, WORLD_ENV, variant_cache_dir, world_variant
 
 logger = logging.getLogger(__name__)
 
@@ -294,13 +287,6 @@ def _is_current(paths: WorldPaths, variant: str = DEFAULT_VARIANT) -> bool:
             f"or set {WORLD_ENV} to match"
         )
     expected = _expected_meta(variant)
-    cached_version = meta.get("namesake_version")
-    if cached_version != expected.get("namesake_version") and cached_version in NAMESAKE_VERSIONS:
-        raise ValueError(
-            f"{paths.root} holds the namesake world version {cached_version}, not {expected['namesake_version']}: "
-            f"refusing to replace it (both can be built); unset cache_dir (each version has its own cache root) or set "
-            f"{NAMESAKE_VERSION_ENV} to match"
-        )
     if any(meta.get(k) != v for k, v in expected.items()):
         return False
     return all(p.is_file() for p in (paths.corpus, paths.train, paths.test))
