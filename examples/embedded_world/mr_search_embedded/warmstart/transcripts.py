@@ -108,7 +108,6 @@ class ScriptedTranscript:
     reflection_question: bool = False
 
 
-
 @dataclass(frozen=True)
 class TranscriptConfig:
     """How transcripts are drawn.
