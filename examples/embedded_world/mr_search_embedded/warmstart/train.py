@@ -8,6 +8,7 @@ import json
 import logging
 import random
 import shutil
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -818,6 +819,10 @@ def ensure_warmstart(
             leaves torch's setting).
         device: ``cpu``, ``cuda`` or ``auto`` (``resolve_device``); a GPU build is keyed apart from a CPU one (other
             arithmetic), and the CPU keys are as before.
+
+    The CPU key leaves the arithmetic out: ``config.bf16`` asks for bf16 autocast where the CPU has native bf16
+    (elsewhere float32 runs), and both are keyed as float32 (the key every CPU build without native bf16 had), so a
+    warm start built on one host serves every other; ``warmstart.json`` records which arithmetic ran.
     """
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -834,24 +839,34 @@ def ensure_warmstart(
             f"warm start: {base} holds no HF model (config.json); build it with ensure_tiny_model()"
         )
     device = resolve_device(device)
-    if device == "cpu" and config.bf16 and not cpu_has_native_bf16():
-        config = replace(config, bf16=False)  # emulated bf16 is slower than float32; the key says which ran
     key_payload = {
         **({"device": device} if device != "cpu" else {}),
-        "config": config.key(),
+        "config": (replace(config, bf16=False) if device == "cpu" else config).key(),
         "base": _fingerprint(base / "config.json") + _fingerprint(base / "tokenizer.json"),
         "world": _fingerprint(world.corpus) + _fingerprint(world.train),
     }
     key = hashlib.sha256(json.dumps(key_payload, sort_keys=True).encode()).hexdigest()[:12]
+    if device == "cpu" and config.bf16 and not cpu_has_native_bf16():
+        config = replace(config, bf16=False)  # emulated bf16 is slower than float32; warmstart.json says which ran
     out = Path(out_dir) if out_dir is not None else cache_root() / "warmstart" / key
     done = out / ".complete"
     if done.exists():
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f".{out.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"warm start: another process is building {out}; waiting for it", file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
         if done.exists():
             return out
+        print(
+            f"building the tiny policy's warm start once ({config.total_steps} steps on {device}): ~2-9 min on 2 CPU "
+            f"cores (~2 min on a 32-core GPU node), then cached in {out}",
+            file=sys.stderr,
+            flush=True,
+        )
         started = time.monotonic()
         tokenizer = AutoTokenizer.from_pretrained(base)
         model = AutoModelForCausalLM.from_pretrained(base, dtype="float32").to(device)
@@ -917,6 +932,7 @@ def ensure_warmstart(
             "final_loss": losses[-1],
             "seconds": round(time.monotonic() - started, 1),
             "threads": torch.get_num_threads() if threads is None else (threads or "timed"),
+            "arithmetic": "bf16 autocast" if config.bf16 else "float32",
             "settings": asdict(config),
         }
         (tmp / "warmstart.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
