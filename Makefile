@@ -6,8 +6,9 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 STAMP := $(VENV)/.setup-stamp
-# Everything generated (embedded world, indexes, tiny models, runs) is cached here.
-export MR_SEARCH_CACHE ?= $(CURDIR)/.cache
+# Everything generated (embedded world, indexes, tiny models) is cached here: the scripts' own default, so that
+# `make gpu-check` and `bash scripts/gpu_check.sh` (or any other command) build each piece once.
+export MR_SEARCH_CACHE ?= $(HOME)/.cache/mr_search
 
 .PHONY: setup quickstart gpu-check test serve bench eval compare lint clean
 
@@ -56,5 +57,7 @@ lint: setup
 	$(PY) -m ruff check .
 	$(PY) -m ruff format --check .
 
+# The runs, the install stamp and ./.cache (the tests' cache outside make); the shared cache ($(MR_SEARCH_CACHE))
+# stays: remove it by hand to rebuild everything.
 clean:
 	rm -rf .cache runs $(STAMP)

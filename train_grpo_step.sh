@@ -33,7 +33,9 @@ MODEL_PATH="${MODEL_PATH:-}"                  # HF model dir or id; embedded: th
 MODEL_PATH="${MODEL_PATH%/}"                  # verl refuses a local path ending in "/"
 
 # --- retrieval ------------------------------------------------------------------------------------------------------
-RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"  # service base URL (POST /retrieve, GET /health)
+RETRIEVER_URL="${RETRIEVER_URL:-}"            # service base URL (POST /retrieve, GET /health), used as given; empty:
+                                              # a service this script starts gets a free port (runs side by side
+                                              # never share one), else http://127.0.0.1:8000
 START_RETRIEVER="${START_RETRIEVER:-auto}"    # auto: embedded preset starts retrieval_launch.sh if /health is silent
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"  # seconds to wait for /health (first run builds the index)
 
@@ -59,6 +61,8 @@ N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-}"        # GPUs per node (paper: 8); empty 
 NNODES="${NNODES:-1}"                         # >1: join the Ray cluster already running (ray start) on every node
 ROLLOUT_TP="${ROLLOUT_TP:-}"                  # rollout tensor parallel size (paper: 1)
 GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-}"  # share of GPU memory the engine may take (paper config: 0.6)
+ENFORCE_EAGER="${ENFORCE_EAGER:-}"            # 1: the engine runs eagerly (vLLM: no compile, no CUDA graphs; SGLang:
+                                              # no CUDA graphs): a faster start, slower decoding (gpu_check.sh: 1)
 USE_REMOVE_PADDING="${USE_REMOVE_PADDING:-auto}"  # sglang/vllm: auto = 1 when flash_attn imports, else 0 (sdpa)
 SGLANG_ATTENTION_BACKEND="${SGLANG_ATTENTION_BACKEND:-triton}"  # verl's default (flashinfer) needs nvcc at first use
 SGLANG_SAMPLING_BACKEND="${SGLANG_SAMPLING_BACKEND:-pytorch}"
@@ -127,6 +131,12 @@ if [[ -n "$TRAIN_BATCH_SIZE" && -z "$PPO_MINI_BATCH_SIZE" ]]; then
       "TRAIN_BATCH_SIZE=$TRAIN_BATCH_SIZE: one update a step; set PPO_MINI_BATCH_SIZE to choose)" >&2
   fi
 fi
+case "$ENFORCE_EAGER" in
+  1) ENFORCE_EAGER=True ;;
+  0) ENFORCE_EAGER=False ;;
+  "") ;;
+  *) die "ENFORCE_EAGER=$ENFORCE_EAGER is not valid; use 1 (eager: no compile, no CUDA graphs) or 0" ;;
+esac
 if [[ -n "$ATTEMPTS" ]] && ! [[ "$ATTEMPTS" =~ ^[1-9][0-9]*$ ]]; then
   die "ATTEMPTS=$ATTEMPTS is not valid; use a whole number >= 1 (1 = the Search-R1 baseline)"
 fi
@@ -143,7 +153,7 @@ fi
 # division, verl's rloo), so a comparison differs in K alone. verl's grpo (Search-R1's) divides by the group std.
 
 if [[ -z "$RUN_DIR" ]]; then
-  RUN_DIR="$ROOT/runs/${PRESET}-k${ATTEMPTS:-3}-$(date +%Y%m%d-%H%M%S)"
+  RUN_DIR="$ROOT/runs/${PRESET}-k${ATTEMPTS:-3}-$(date +%Y%m%d-%H%M%S)-$$"  # the pid: two launches in one second differ
 fi
 RUN_DIR="$(realpath -m "$RUN_DIR")"
 [[ "$DRY_RUN" == 1 ]] || mkdir -p "$RUN_DIR"
@@ -160,7 +170,7 @@ example: pip install -e $ROOT/examples/embedded_world (make setup does), or pass
     VAL_FILE="${VAL_FILE:-${files[1]}}"
   fi
   if [[ -z "$MODEL_PATH" ]]; then
-    echo "train_grpo_step.sh: preparing the warm-started tiny policy (first build: ~2-7 min on a 2-core CPU, then cached)"
+    echo "train_grpo_step.sh: preparing the warm-started tiny policy (cached in $MR_SEARCH_CACHE after its first build)"
     MODEL_PATH="$("$PYTHON" -m mr_search_embedded.prepare policy | tail -n 1)"
   fi
 fi
@@ -171,13 +181,27 @@ trap retrieval_stop_started EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
-if [[ "$DRY_RUN" != 1 ]] && ! retrieval_healthy "$RETRIEVER_URL"; then
-  if [[ "$START_RETRIEVER" == 1 || ( "$START_RETRIEVER" == auto && "$PRESET" == embedded ) ]]; then
+starts_retriever() { [[ "$START_RETRIEVER" == 1 || ( "$START_RETRIEVER" == auto && "$PRESET" == embedded ) ]]; }
+free_port=0
+if [[ -z "$RETRIEVER_URL" ]]; then
+  if starts_retriever; then
+    # Not always 8000: a second run on this host (another GPU) would find the first one's service there.
+    RETRIEVER_URL="http://127.0.0.1:$(retrieval_free_port)" free_port=1
+  else
+    RETRIEVER_URL="http://127.0.0.1:8000"
+  fi
+fi
+if [[ "$DRY_RUN" != 1 ]] && { ((free_port)) || ! retrieval_healthy "$RETRIEVER_URL"; }; then
+  if starts_retriever; then
     echo -n "train_grpo_step.sh: "
     # On a training node the service stays off the GPUs unless RETRIEVER_DEVICE asks for one (retrieval_launch.sh
     # then hides them from it: a library it imports could otherwise take GPU memory by itself).
-    RETRIEVER_DEVICE="${RETRIEVER_DEVICE:-cpu}" \
-      retrieval_start_local "$RETRIEVER_URL" "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
+    if ((free_port)); then
+      RETRIEVER_DEVICE="${RETRIEVER_DEVICE:-cpu}" retrieval_start_free "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
+    else
+      RETRIEVER_DEVICE="${RETRIEVER_DEVICE:-cpu}" \
+        retrieval_start_local "$RETRIEVER_URL" "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
+    fi
   else
     die "no retrieval service answers at $RETRIEVER_URL/health; start one (bash retrieval_launch.sh) or set RETRIEVER_URL"
   fi
@@ -269,6 +293,7 @@ add trainer.total_training_steps "$TOTAL_STEPS"
 add trainer.n_gpus_per_node "$N_GPUS_PER_NODE"
 add actor_rollout_ref.rollout.tensor_model_parallel_size "$ROLLOUT_TP"
 add actor_rollout_ref.rollout.gpu_memory_utilization "$GPU_MEMORY_UTILIZATION"
+add actor_rollout_ref.rollout.enforce_eager "$ENFORCE_EAGER"  # verl hands it to vLLM and, as disable_cuda_graph, to SGLang
 add trainer.save_freq "$SAVE_FREQ"
 add trainer.test_freq "$TEST_FREQ"
 if ((NNODES > 1)); then

@@ -5,8 +5,10 @@
 #   bash scripts/gpu_check.sh                       # vLLM on one GPU (make gpu-check)
 #   ROLLOUT_ENGINE=sglang N_GPUS_PER_NODE=2 bash scripts/gpu_check.sh
 #
-# The embedded retrieval service is started if none answers at RETRIEVER_URL. Extra arguments are Hydra overrides for
-# both launches. Exit status 1 when a check fails; the cause and its fix are printed below the table.
+# The embedded world's BM25 service is started on a free port unless RETRIEVER_URL names one: two checks side by side
+# on one host (CUDA_VISIBLE_DEVICES=0 and =1) do not collide (ports and run folders of their own, cache builds under a
+# lock). Extra arguments are Hydra overrides for both launches. Exit status 1 when a check fails; the cause and its
+# fix are printed below the table. DRY_RUN=1 prints the two launches' trainer commands and runs nothing.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -18,8 +20,15 @@ STEPS="${STEPS:-2}"                           # steps of the first launch; the r
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-8}"     # 8 questions x 4: a step without any unequal group is ~0.02% likely
 LR="${LR:-1e-4}"                              # the compare's rate: large enough that an update the engine never
                                               # received would show in the log-prob agreement (the embedded 1e-5 barely)
-RUN_DIR="${RUN_DIR:-$ROOT/runs/gpu-check-$ROLLOUT_ENGINE-${N_GPUS_PER_NODE}gpu-$(date +%Y%m%d-%H%M%S)}"
+RUN_DIR="${RUN_DIR:-$ROOT/runs/gpu-check-$ROLLOUT_ENGINE-${N_GPUS_PER_NODE}gpu-$(date +%Y%m%d-%H%M%S)-$$}"
 export PYTHON
+# What the check needs and no more (docs/gpu.md, `make gpu-check`): a KV cache sized for the tiny policy (a few GB,
+# not the paper's 0.6 of the card), the engine without compile or CUDA graphs (ENFORCE_EAGER=1: their start-up costs
+# more than two steps gain) and BM25 retrieval (no encoder; its index builds in seconds). Each can be overridden.
+export GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.15}" ENFORCE_EAGER="${ENFORCE_EAGER:-1}"
+export RETRIEVER_TYPE="${RETRIEVER_TYPE:-bm25}"
+DRY_RUN="${DRY_RUN:-0}"
+DRY_LAUNCHES=0
 
 # shellcheck source=scripts/lib/gpu.sh
 source "$ROOT/scripts/lib/gpu.sh"
@@ -28,24 +37,61 @@ fail() {  # cause, fix
   printf '| check | result | seen |\n|---|---|---|\n| preflight | FAIL | %s |\ncause: %s\nfix:   %s\n' "$1" "$1" "$2"
   exit 1
 }
-has_gpu || fail "no usable GPU (nvidia-smi lists none, or torch.cuda.is_available() is False in $PYTHON)" \
+[[ "$DRY_RUN" == 1 ]] || has_gpu \
+  || fail "no usable GPU (nvidia-smi lists none, or torch.cuda.is_available() is False in $PYTHON)" \
   "run on a GPU node with the NVIDIA driver, in the environment that has torch with CUDA"
 case "$ROLLOUT_ENGINE" in
-  sglang|vllm) has_module "$ROLLOUT_ENGINE" || fail "the $ROLLOUT_ENGINE package is not installed in $PYTHON" \
+  sglang|vllm) [[ "$DRY_RUN" == 1 ]] || has_module "$ROLLOUT_ENGINE" \
+    || fail "the $ROLLOUT_ENGINE package is not installed in $PYTHON" \
     "install requirements/gpu-$ROLLOUT_ENGINE.txt (docs/gpu.md: online and offline installs)" ;;
   hf) ;;
   *) fail "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not an engine" "use sglang, vllm or hf" ;;
 esac
-"$PYTHON" -c 'import verl; from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY as r; assert "mr_search" in r' \
-  2>/dev/null || fail "the mr_search plugin is not registered in verl" "pip install -e . (in this environment)"
+for module in mr_search_retrieval mr_search_embedded; do  # the retrieval service, the embedded world
+  [[ "$DRY_RUN" == 1 ]] || has_module "$module" || fail "$module is not installed in $PYTHON" \
+    "install the project's wheels (docs/gpu.md, offline installs) or pip install -e ./retrieval -e ./examples/embedded_world"
+done
 
-mkdir -p "$RUN_DIR"
+[[ "$DRY_RUN" == 1 ]] || mkdir -p "$RUN_DIR"
 export MR_SEARCH_TRACE_DIR="$RUN_DIR/trace"
+# Both launches share one retrieval service and one preparation: the service starts (on a free port unless
+# RETRIEVER_URL is given) while the plugin is checked and the embedded data and the tiny policy are prepared (built
+# once, cached in $MR_SEARCH_CACHE; a first build says what it costs before it starts).
+die() { fail "$*" "see the log named above"; }
+# shellcheck source=scripts/lib/retrieval.sh
+source "$ROOT/scripts/lib/retrieval.sh"
+trap retrieval_stop_started EXIT
+trap 'exit 143' TERM
+trap 'exit 130' INT
+retrieval_timeout="${RETRIEVER_READY_TIMEOUT:-900}"
+if [[ -z "${RETRIEVER_URL:-}" ]]; then
+  RETRIEVER_URL="http://127.0.0.1:$(retrieval_free_port)"
+  if [[ "$DRY_RUN" != 1 ]]; then
+    echo -n "gpu_check.sh: $RETRIEVER_TYPE: "
+    RETRIEVER_DEVICE="${RETRIEVER_DEVICE:-cpu}" retrieval_launch "$RETRIEVER_URL" "$RUN_DIR/retrieval.log" "$retrieval_timeout"
+  fi
+fi
+[[ "$DRY_RUN" == 1 ]] \
+  || "$PYTHON" -c 'import verl; from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY as r; assert "mr_search" in r' \
+  2>/dev/null || fail "the mr_search plugin is not registered in verl" "pip install -e . (in this environment)"
+if [[ "$DRY_RUN" != 1 && ( -z "${MODEL_PATH:-}" || -z "${TRAIN_FILE:-}" || -z "${VAL_FILE:-}" ) ]]; then
+  mapfile -t prepared < <("$PYTHON" -m mr_search_embedded.prepare train test policy)
+  ((${#prepared[@]} >= 3)) || fail "preparing the embedded data or the tiny policy failed (its error is above)" \
+    "run python -m mr_search_embedded.prepare train test policy to see it alone"
+  export TRAIN_FILE="${TRAIN_FILE:-${prepared[0]}}" VAL_FILE="${VAL_FILE:-${prepared[1]}}"
+  export MODEL_PATH="${MODEL_PATH:-${prepared[-1]}}"
+fi
+[[ -z "$RETRIEVAL_STARTED_PID" ]] || retrieval_wait_free "$RUN_DIR/retrieval.log" "$retrieval_timeout"
+export RETRIEVER_URL
 launch() {  # total steps, then Hydra overrides
   local total=$1
   shift
   PRESET=embedded ROLLOUT_ENGINE="$ROLLOUT_ENGINE" N_GPUS_PER_NODE="$N_GPUS_PER_NODE" RUN_DIR="$RUN_DIR" \
     TOTAL_STEPS="$total" SAVE_FREQ=1 TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" LR="$LR" bash "$ROOT/train_grpo_step.sh" "$@"
+  local launched=$?
+  # A dry run: train_grpo_step.sh (DRY_RUN=1) printed this launch's trainer command; after the restart's, stop.
+  [[ "$DRY_RUN" != 1 ]] || (( ++DRY_LAUNCHES < 2 )) || exit "$launched"
+  return "$launched"
 }
 status=0
 launch "$STEPS" "$@" && launch "$((STEPS + 1))" "$@" || status=$?

@@ -3,9 +3,13 @@
 from __future__ import annotations
 
 import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
+import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "gpu_check.sh"
@@ -45,3 +49,112 @@ def test_a_gpu_node_without_the_engine_is_told_what_to_install(tmp_path: Path) -
     assert run.returncode == 1
     assert "the vllm package is not installed" in run.stdout
     assert "requirements/gpu-vllm.txt" in run.stdout
+
+
+# ------------------------------------------------------------------------------------- the launches (dry runs)
+
+
+def _dry_env(**env: str) -> dict[str, str]:
+    inherited = {k: v for k, v in os.environ.items() if not k.startswith(("RETRIEVER_", "RUN_DIR", "GPU_MEMORY"))}
+    inherited.pop("ENFORCE_EAGER", None)
+    return {**inherited, "PYTHON": sys.executable, "DRY_RUN": "1", **env}
+
+
+def _launches(output: str) -> list[list[str]]:
+    return [shlex.split(line) for line in output.splitlines() if "verl.trainer.main_ppo" in line]
+
+
+def _value(command: list[str], key: str) -> str:
+    values = [arg.split("=", 1)[1] for arg in command if arg.startswith(f"{key}=")]
+    assert len(values) == 1, f"{key}: {values}"
+    return values[0]
+
+
+@pytest.mark.parametrize("engine", ["vllm", "sglang"])
+def test_the_checks_launches_do_only_what_the_check_needs(tmp_path: Path, engine: str) -> None:
+    """Both launches (steps 1-2, then the restart to 3 in the same folder): a KV cache sized for the tiny policy,
+    the engine without compile or CUDA graphs (verl hands enforce_eager to vLLM, and to SGLang as
+    disable_cuda_graph), one retrieval service on a free port. Nothing runs in a dry run, and no GPU is needed."""
+    run = subprocess.run(
+        ["bash", str(SCRIPT), "trainer.val_before_train=False"],
+        env=_dry_env(ROLLOUT_ENGINE=engine, RUN_DIR=str(tmp_path / "run")),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    first, restart = _launches(run.stdout)
+    for command in (first, restart):
+        assert _value(command, "actor_rollout_ref.rollout.name") == engine
+        assert _value(command, "actor_rollout_ref.rollout.gpu_memory_utilization") == "0.15"
+        assert _value(command, "actor_rollout_ref.rollout.enforce_eager") == "True"
+        assert _value(command, "trainer.default_local_dir") == str(tmp_path / "run" / "checkpoints")
+        assert command[-1] == "trainer.val_before_train=False"
+    assert [_value(c, "trainer.total_training_steps") for c in (first, restart)] == ["2", "3"]
+    url = _value(first, "mr_search.retriever.url")
+    assert url == _value(restart, "mr_search.retriever.url"), "one service for both launches"
+    assert url.startswith("http://127.0.0.1:") and url != "http://127.0.0.1:8000/retrieve"
+    assert not (tmp_path / "run").exists(), "a dry run creates nothing"
+
+
+def test_the_checks_settings_can_be_overridden(tmp_path: Path) -> None:
+    run = subprocess.run(
+        ["bash", str(SCRIPT)],
+        env=_dry_env(
+            RUN_DIR=str(tmp_path / "run"),
+            GPU_MEMORY_UTILIZATION="0.4",
+            ENFORCE_EAGER="0",
+            RETRIEVER_URL="http://10.0.0.5:8000",
+        ),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    for command in _launches(run.stdout):
+        assert _value(command, "actor_rollout_ref.rollout.gpu_memory_utilization") == "0.4"
+        assert _value(command, "actor_rollout_ref.rollout.enforce_eager") == "False"
+        assert _value(command, "mr_search.retriever.url") == "http://10.0.0.5:8000/retrieve", "a given URL, as is"
+
+
+def test_the_checks_settings_are_verls_own_keys(tmp_path: Path) -> None:
+    """The printed command, with Hydra's ``--cfg job``, composes into verl's config with the check's values."""
+    run = subprocess.run(
+        ["bash", str(SCRIPT)], env=_dry_env(RUN_DIR=str(tmp_path / "run")), capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    printed = subprocess.run(
+        [*_launches(run.stdout)[0], "--cfg", "job"],
+        cwd=tmp_path,
+        env=_dry_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert printed.returncode == 0, printed.stderr[-3000:]
+    rollout = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])["actor_rollout_ref"][
+        "rollout"
+    ]
+    assert rollout["enforce_eager"] is True and rollout["gpu_memory_utilization"] == 0.15
+
+
+def test_two_checks_side_by_side_get_their_own_port_and_run_folder() -> None:
+    """Two checks started at once on one host, one per GPU, with no RETRIEVER_URL and no RUN_DIR: no collision."""
+    checks = [
+        subprocess.Popen(
+            ["bash", str(SCRIPT)],
+            env=_dry_env(CUDA_VISIBLE_DEVICES=gpu),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for gpu in ("0", "1")
+    ]
+    outputs = [check.communicate(timeout=120) for check in checks]
+    assert [check.returncode for check in checks] == [0, 0], outputs
+    firsts = [_launches(out)[0] for out, _ in outputs]
+    urls = {_value(command, "mr_search.retriever.url") for command in firsts}
+    folders = {_value(command, "trainer.default_local_dir") for command in firsts}
+    assert len(urls) == 2 and "http://127.0.0.1:8000/retrieve" not in urls, urls
+    assert len(folders) == 2, folders
+    assert not any(Path(folder).parent.exists() for folder in folders), "a dry run creates no run folder"

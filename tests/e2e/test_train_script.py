@@ -186,6 +186,31 @@ def test_bad_knobs_fail_with_the_valid_choices(run_script, tmp_path, knobs, mess
     assert message in run.output
 
 
+def _retriever_url(command: list[str]) -> str:
+    return next(arg for arg in command if arg.startswith("mr_search.retriever.url=")).split("=", 1)[1]
+
+
+def test_a_service_it_starts_gets_a_free_port_and_a_given_url_is_used_as_is(run_script, tmp_path):
+    """Two embedded runs side by side on one host must not meet on one port: without RETRIEVER_URL the service the
+    script starts gets a port of its own (not 8000); a given URL is used as is; the paper preset starts nothing and
+    keeps the documented http://127.0.0.1:8000."""
+    urls = {_retriever_url(_dry(run_script, tmp_path / str(i), PRESET="embedded", RETRIEVER_URL="")) for i in range(2)}
+    assert len(urls) == 2 and "http://127.0.0.1:8000/retrieve" not in urls, urls
+    given = _dry(run_script, tmp_path, PRESET="embedded", RETRIEVER_URL="http://10.1.2.3:9000/")
+    assert _retriever_url(given) == "http://10.1.2.3:9000/retrieve"
+    paper = _dry(run_script, tmp_path, PRESET="paper", MODEL_PATH="/m", RETRIEVER_URL="")
+    assert _retriever_url(paper) == "http://127.0.0.1:8000/retrieve"
+
+
+def test_enforce_eager_is_passed_to_the_engine_and_checked(run_script, tmp_path):
+    command = _dry(run_script, tmp_path, PRESET="paper", MODEL_PATH="/m", ENFORCE_EAGER="1")
+    assert "actor_rollout_ref.rollout.enforce_eager=True" in command
+    unset = _dry(run_script, tmp_path, PRESET="paper", MODEL_PATH="/m")
+    assert not any(arg.startswith("actor_rollout_ref.rollout.enforce_eager") for arg in unset), "empty: the config's"
+    run = run_script(tmp_path / "run", DRY_RUN="1", ENFORCE_EAGER="yes")
+    assert run.returncode != 0 and "ENFORCE_EAGER=yes is not valid" in run.output
+
+
 def test_the_command_composes_into_the_config_the_trainer_gets(run_script, tmp_path, script_env):
     """The printed command, with Hydra's ``--cfg job``, gives the config main_ppo would run with."""
     command = _dry(run_script, tmp_path, ATTEMPTS="1", GAMMA="0.5", TOTAL_STEPS="3")

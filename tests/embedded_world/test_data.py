@@ -59,3 +59,65 @@ def test_a_changed_world_rewrites_the_parquet(tmp_path: Path) -> None:
 def test_make_row_rejects_a_question_without_answers() -> None:
     with pytest.raises(ValueError, match="no non-empty golden answer"):
         make_row(question="Who?", golden_answers=["  "], data_source="nq", index=0, split="train")
+
+
+def test_two_concurrent_callers_write_the_parquet_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Two runs side by side on a cold cache: one writes the files (under the lock), the other reads them."""
+    import threading
+    import time
+
+    from mr_search_embedded import data
+
+    real_write = data.write_parquet
+    writes: list[Path] = []
+
+    def slow_write(rows, path):
+        writes.append(Path(path))
+        time.sleep(0.3)  # long enough that the second caller arrives mid-build
+        return real_write(rows, path)
+
+    monkeypatch.setattr(data, "write_parquet", slow_write)
+    results: list[tuple[Path, Path]] = []
+    errors: list[BaseException] = []
+
+    def call() -> None:
+        try:
+            results.append(ensure_embedded_parquet(tmp_path))
+        except BaseException as error:  # surfaced below
+            errors.append(error)
+
+    threads = [threading.Thread(target=call) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(120)
+    assert not errors, errors
+    assert [p.name for p in writes] == ["train.parquet", "test.parquet"], "written once, by one caller"
+    assert len(set(results)) == 1 and all(len(pd.read_parquet(p)) for p in results[0])
+
+
+def test_every_prompt_fits_both_presets_so_the_overlong_filter_drops_none(
+    parquet: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """verl's data.filter_overlong_prompts (on in both presets) keeps every embedded question: with the tiny policy's
+    tokenizer each prompt is shorter than the embedded preset's max_prompt_length and the paper preset's. So the
+    documented commands need no data.filter_overlong_prompts=False (the earlier GPU runs passed it; docs/gpu.md)."""
+    import yaml
+    from transformers import AutoTokenizer
+
+    from mr_search_embedded.tiny_model import ensure_tiny_model
+
+    cache, train, test = parquet
+    monkeypatch.setenv("MR_SEARCH_CACHE", str(cache))
+    monkeypatch.delenv("MR_SEARCH_WORLD", raising=False)
+    tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
+    configs = Path(__file__).resolve().parents[2] / "configs"
+    limits = [
+        yaml.safe_load((configs / name).read_text())["data"]["max_prompt_length"]
+        for name in ("mr_search_embedded.yaml", "recipe/paper.yaml")
+    ]
+    for path in (train, test):
+        for messages in pd.read_parquet(path)["prompt"]:
+            text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
+            length = len(tokenizer(text, add_special_tokens=False)["input_ids"])  # as verl's filter counts
+            assert length <= min(limits), f"{path.name}: a prompt of {length} tokens; limits {limits}"

@@ -106,3 +106,40 @@ def test_a_launcher_that_dies_is_reported_with_its_log(fake_root: Path) -> None:
     assert proc.returncode == 1
     assert f"the retrieval service exited; see {log}" in proc.stderr
     assert "index missing" in log.read_text()
+
+
+def test_free_ports_are_free_and_differ(fake_root: Path) -> None:
+    proc = _bash(fake_root, "retrieval_free_port; retrieval_free_port")
+    assert proc.returncode == 0, proc.stderr
+    ports = [int(line) for line in proc.stdout.split()]
+    assert len(set(ports)) == 2 and 8000 not in ports
+    assert not any(_answers(port) for port in ports)
+
+
+def test_a_picked_port_taken_before_the_service_binds_it_is_replaced(fake_root: Path) -> None:
+    """Another process (a Ray worker of a run beside this one) took the picked port: the service starts on another."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = _bash(
+            fake_root,
+            f"""RETRIEVER_URL=http://127.0.0.1:{port}
+retrieval_start_free {fake_root}/retrieval.log 30
+retrieval_healthy "$RETRIEVER_URL" || exit 4
+echo "url $RETRIEVER_URL"
+""",
+        )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "the port was taken before the service bound it" in proc.stdout
+    url = proc.stdout.split("url ")[-1].strip()
+    assert url.startswith("http://127.0.0.1:") and not url.endswith(f":{port}")
+
+
+def test_a_free_port_start_that_fails_otherwise_is_reported_with_its_log(fake_root: Path) -> None:
+    (fake_root / "retrieval_launch.sh").write_text("echo 'index missing: build it first' >&2; exit 2\n")
+    log = fake_root / "retrieval.log"
+    proc = _bash(fake_root, f"RETRIEVER_URL=http://127.0.0.1:$(retrieval_free_port); retrieval_start_free {log} 30")
+    assert proc.returncode == 1
+    assert f"the retrieval service exited; see {log}" in proc.stderr
+    assert proc.stdout.count("starting the embedded retrieval service") == 1, "no retry for another failure"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
 import logging
@@ -186,17 +187,37 @@ def ensure_tiny_model(
     """Builds the tiny policy once and returns its directory (cached; rebuilt when the config changes).
 
     The default location is ``$MR_SEARCH_CACHE/tiny_model/<config hash>``. The build is deterministic:
-    the same texts and config give the same tokenizer and weights.
+    the same texts and config give the same tokenizer and weights. Safe for several processes at once (two runs side
+    by side on a cold cache): one builds while holding ``.<folder>.lock`` beside the folder, the others wait for it.
     """
     key = config.key()
     out = Path(out_dir) if out_dir is not None else cache_root() / "tiny_model" / key
     done = out / ".complete"
     if done.exists():
         return out
+<<<<<<< HEAD
     logger.info("building the tiny policy in %s", out)
     tokenizer = build_tokenizer(
         texts if texts is not None else default_texts(), out, config.vocab_size, tag_tokens=config.tag_tokens
     )
     build_model(out, tokenizer, config)
     done.write_text(json.dumps(asdict(config), sort_keys=True))
+=======
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with open(out.parent / f".{out.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if done.exists():  # another process built it while this one waited
+            return out
+        logger.info("building the tiny policy in %s", out)
+        words = world_name_words() if config.name_tokens else ()
+        tokenizer = build_tokenizer(
+            texts if texts is not None else default_texts(),
+            out,
+            config.vocab_size,
+            tag_tokens=config.tag_tokens,
+            whole_words=words,
+        )
+        build_model(out, tokenizer, config)
+        done.write_text(json.dumps(asdict(config), sort_keys=True))
+>>>>>>> gpu-path
     return out

@@ -12,6 +12,7 @@ import json
 import logging
 import random
 import shutil
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field, replace
@@ -471,10 +472,12 @@ def warmstart_key(config: WarmStartConfig, base: Path, world, device: str = "cpu
     """``(key, payload)``: the cache key of the warm start ``config`` trains from the tiny policy in ``base`` on
     ``world`` (a ``WorldPaths``) on ``device`` (``cpu`` or ``cuda``: other arithmetic, keyed apart); the payload
     names the config's key and fingerprints of the base's config and tokenizer and of the world's corpus and
-    training questions."""
+    training questions. On the CPU the key leaves the arithmetic out (``config.bf16`` asks for bf16 autocast where
+    the CPU has native bf16, float32 elsewhere; both are keyed as float32), so a warm start built on one host serves
+    every other; ``warmstart.json`` records which arithmetic ran."""
     payload = {
         **({"device": device} if device != "cpu" else {}),
-        "config": config.key(),
+        "config": (replace(config, bf16=False) if device == "cpu" else config).key(),
         "base": _fingerprint(base / "config.json") + _fingerprint(base / "tokenizer.json"),
         "world": _fingerprint(world.corpus) + _fingerprint(world.train),
     }
@@ -517,7 +520,7 @@ def ensure_warmstart(
         )
     device = resolve_device(device)
     if device == "cpu" and config.bf16 and not cpu_has_native_bf16():
-        config = replace(config, bf16=False)  # emulated bf16 is slower than float32; the key says which ran
+        config = replace(config, bf16=False)  # emulated bf16 is slower than float32; warmstart.json says which ran
     key, key_payload = warmstart_key(config, base, world, device)
     out = Path(out_dir) if out_dir is not None else cache_root() / "warmstart" / key
     done = out / ".complete"
@@ -525,9 +528,19 @@ def ensure_warmstart(
         return out
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f".{out.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            print(f"warm start: another process is building {out}; waiting for it", file=sys.stderr, flush=True)
+            fcntl.flock(lock, fcntl.LOCK_EX)
         if done.exists():
             return out
+        print(
+            f"building the tiny policy's warm start once ({config.total_steps} steps on {device}): ~2-9 min on 2 CPU "
+            f"cores (~2 min on a 32-core GPU node), then cached in {out}",
+            file=sys.stderr,
+            flush=True,
+        )
         started = time.monotonic()
         tokenizer = AutoTokenizer.from_pretrained(base)
         model = AutoModelForCausalLM.from_pretrained(base, dtype="float32").to(device)
@@ -579,6 +592,7 @@ def ensure_warmstart(
             "final_loss": losses[-1],
             "seconds": round(time.monotonic() - started, 1),
             "threads": torch.get_num_threads() if threads is None else (threads or "timed"),
+            "arithmetic": "bf16 autocast" if config.bf16 else "float32",
             "settings": asdict(config),
         }
         (tmp / "warmstart.json").write_text(json.dumps(summary, indent=2, sort_keys=True) + "\n")
