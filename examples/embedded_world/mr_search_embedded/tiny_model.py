@@ -195,29 +195,15 @@ def ensure_tiny_model(
     done = out / ".complete"
     if done.exists():
         return out
-<<<<<<< HEAD
-    logger.info("building the tiny policy in %s", out)
-    tokenizer = build_tokenizer(
-        texts if texts is not None else default_texts(), out, config.vocab_size, tag_tokens=config.tag_tokens
-    )
-    build_model(out, tokenizer, config)
-    done.write_text(json.dumps(asdict(config), sort_keys=True))
-=======
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f".{out.name}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if done.exists():  # another process built it while this one waited
             return out
         logger.info("building the tiny policy in %s", out)
-        words = world_name_words() if config.name_tokens else ()
         tokenizer = build_tokenizer(
-            texts if texts is not None else default_texts(),
-            out,
-            config.vocab_size,
-            tag_tokens=config.tag_tokens,
-            whole_words=words,
+            texts if texts is not None else default_texts(), out, config.vocab_size, tag_tokens=config.tag_tokens
         )
         build_model(out, tokenizer, config)
         done.write_text(json.dumps(asdict(config), sort_keys=True))
->>>>>>> gpu-path
     return out
