@@ -43,6 +43,9 @@ GAMMA="${GAMMA:-}"                            # attempt discount, mr_search.adva
 GROUP_SIZE="${GROUP_SIZE:-}"                  # n trajectories per question (paper: 5; embedded: 4)
 ADV_ESTIMATOR="${ADV_ESTIMATOR:-mr_search}"   # mr_search at any K (grpo: Search-R1's own estimator at K = 1)
 LR="${LR:-}"                                  # actor learning rate (paper: 1e-6)
+ENTROPY_COEFF="${ENTROPY_COEFF:-}"            # entropy bonus, actor_rollout_ref.actor.entropy_coeff (paper: 0). A
+                                              # random-weight policy earns no reward, so its gradient is 0: a small
+                                              # bonus (e.g. 0.001) makes every update move the weights (weight-sync checks)
 
 # --- batch and length -----------------------------------------------------------------------------------------------
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-}"      # questions per step (paper: 64; embedded: 4)
@@ -263,6 +266,7 @@ add mr_search.episode.max_turns_per_attempt "$MAX_TURNS"
 add mr_search.advantage.gamma "$GAMMA"
 add actor_rollout_ref.rollout.n "$GROUP_SIZE"
 add actor_rollout_ref.actor.optim.lr "$LR"
+add actor_rollout_ref.actor.entropy_coeff "$ENTROPY_COEFF"
 add data.train_batch_size "$TRAIN_BATCH_SIZE"
 add actor_rollout_ref.actor.ppo_mini_batch_size "$PPO_MINI_BATCH_SIZE"
 add trainer.total_training_steps "$TOTAL_STEPS"

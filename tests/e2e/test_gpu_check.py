@@ -45,3 +45,13 @@ def test_a_gpu_node_without_the_engine_is_told_what_to_install(tmp_path: Path) -
     assert run.returncode == 1
     assert "the vllm package is not installed" in run.stdout
     assert "requirements/gpu-vllm.txt" in run.stdout
+
+
+def test_steps_is_total_steps_as_in_the_training_script(tmp_path: Path) -> None:
+    # One name per knob across the scripts: STEPS (the old name) stops at once, naming TOTAL_STEPS.
+    run = _run(tmp_path, STEPS="4")
+    assert run.returncode == 2
+    assert "use TOTAL_STEPS=4" in run.stderr
+    assert not (tmp_path / "run").exists()
+    script = SCRIPT.read_text()
+    assert 'launch "$TOTAL_STEPS" "$@" && launch "$((TOTAL_STEPS + 1))"' in script

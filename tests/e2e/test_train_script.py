@@ -186,6 +186,19 @@ def test_bad_knobs_fail_with_the_valid_choices(run_script, tmp_path, knobs, mess
     assert message in run.output
 
 
+def test_entropy_coeff_sets_the_actors_entropy_bonus(run_script, tmp_path, script_env):
+    """ENTROPY_COEFF: a random-weight policy earns no reward, so only a bonus makes its updates move the weights."""
+    assert not any(a.startswith("actor_rollout_ref.actor.entropy_coeff=") for a in _dry(run_script, tmp_path))
+    command = _dry(run_script, tmp_path, PRESET="paper", ROLLOUT_ENGINE="sglang", ENTROPY_COEFF="0.001")
+    assert "actor_rollout_ref.actor.entropy_coeff=0.001" in command
+    printed = subprocess.run(
+        [*command, "--cfg", "job"], cwd=tmp_path, env=script_env, capture_output=True, text=True, timeout=180
+    )
+    assert printed.returncode == 0, printed.stderr[-3000:]
+    config = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])
+    assert config["actor_rollout_ref"]["actor"]["entropy_coeff"] == 0.001
+
+
 def test_the_command_composes_into_the_config_the_trainer_gets(run_script, tmp_path, script_env):
     """The printed command, with Hydra's ``--cfg job``, gives the config main_ppo would run with."""
     command = _dry(run_script, tmp_path, ATTEMPTS="1", GAMMA="0.5", TOTAL_STEPS="3")
