@@ -9,8 +9,9 @@ The update's memory a GPU is estimated as 16 bytes a parameter sharded over the 
 Adam's two moments: verl loads offloaded ones onto the GPU for the update) plus one micro-batch's logits (rows x
 tokens x vocabulary x 8 bytes: fp32 logits and their gradient), with 20% of the card kept for the rest (activations,
 gathered layers, allocator slack); the engine takes ``U`` of the card. Saver on when the two do not fit, or when
-either is unknown. It is an estimate: the 7B shape on 3 GPUs (micro-batches of one 8.7k-token row) was estimated at
-48 GiB a GPU and peaked at 70 GiB allocated (docs/gpu.md), within the 20% kept of a 141 GB card.
+either is unknown. It is a low estimate: the 7B shape on 3 H200s (micro-batches of one 8.7k-token row) is estimated
+at 48 GiB a GPU and peaked at 75 GiB allocated, 84 GiB reserved (docs/gpu.md); the 28 GiB kept of a 140 GiB card
+covered the allocated peak, so the choice (on) would stand with the true figure.
 """
 
 from __future__ import annotations
