@@ -71,9 +71,10 @@ fi
 
 if [[ -n "$RETRIEVER_GPUS" ]]; then
   export CUDA_VISIBLE_DEVICES="$RETRIEVER_GPUS"
-elif [[ "$RETRIEVER_DEVICE" == cpu ]]; then
+elif [[ "$RETRIEVER_DEVICE" == cpu || "$RETRIEVER_TYPE" == bm25 ]]; then
   # A CPU service sees no GPU: a library it imports could take GPU memory by itself (bm25s imports JAX when it is
-  # installed, and JAX preallocates 75% of every visible GPU: 60 GB of an H100 before a colocated vLLM started).
+  # installed, and JAX preallocates 75% of every visible GPU: 60 GB of an H100 before a colocated vLLM started,
+  # 107,920 MiB of an H200 under a BM25 service started with the default device). BM25 has no GPU path at all.
   export CUDA_VISIBLE_DEVICES="" JAX_PLATFORMS=cpu
 fi
 

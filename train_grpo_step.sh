@@ -45,6 +45,9 @@ GAMMA="${GAMMA:-}"                            # attempt discount, mr_search.adva
 GROUP_SIZE="${GROUP_SIZE:-}"                  # n trajectories per question (paper: 5; embedded: 4)
 ADV_ESTIMATOR="${ADV_ESTIMATOR:-mr_search}"   # mr_search at any K (grpo: Search-R1's own estimator at K = 1)
 LR="${LR:-}"                                  # actor learning rate (paper: 1e-6)
+ENTROPY_COEFF="${ENTROPY_COEFF:-}"            # entropy bonus, actor_rollout_ref.actor.entropy_coeff (paper: 0). A
+                                              # random-weight policy earns no reward, so its gradient is 0: a small
+                                              # bonus (e.g. 0.001) makes every update move the weights (weight-sync checks)
 
 # --- batch and length -----------------------------------------------------------------------------------------------
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-}"      # questions per step (paper: 64; embedded: 4)
@@ -67,8 +70,11 @@ USE_REMOVE_PADDING="${USE_REMOVE_PADDING:-auto}"  # sglang/vllm: auto = 1 when f
 SGLANG_ATTENTION_BACKEND="${SGLANG_ATTENTION_BACKEND:-triton}"  # verl's default (flashinfer) needs nvcc at first use
 SGLANG_SAMPLING_BACKEND="${SGLANG_SAMPLING_BACKEND:-pytorch}"
 SGLANG_GRAMMAR_BACKEND="${SGLANG_GRAMMAR_BACKEND:-none}"  # the agent loop asks for no structured output: no xgrammar
-SGLANG_MEMORY_SAVER="${SGLANG_MEMORY_SAVER:-0}"  # 1: verl's default (the engine frees its memory while the trainer
-                                              # runs); it crashed at the 2nd weight sync on H100s (docs/gpu.md)
+SGLANG_MEMORY_SAVER="${SGLANG_MEMORY_SAVER:-auto}"  # 1: verl's default, the engine frees its weights and KV cache
+                                              # while FSDP trains (ran 4 steps + resume with the tiny policy and 3
+                                              # steps at the 7B shape on H200s); 0: it keeps them (no release and
+                                              # resume a step); auto: on when the engine's share and the update do not
+                                              # fit one card together (mr_search/gpu_fit.py), said at start-up
 
 # --- output ---------------------------------------------------------------------------------------------------------
 RUN_DIR="${RUN_DIR:-}"                        # run folder (checkpoints, metrics, logs); reuse one to resume
@@ -249,13 +255,28 @@ elif [[ "$ROLLOUT_ENGINE" != cpu ]]; then
       "++actor_rollout_ref.rollout.engine_kwargs.sglang.sampling_backend=$SGLANG_SAMPLING_BACKEND"
       "++actor_rollout_ref.rollout.engine_kwargs.sglang.grammar_backend=$SGLANG_GRAMMAR_BACKEND"
     )
+    if [[ "$SGLANG_MEMORY_SAVER" == auto ]]; then
+      # The policy's size, the engine's share and one card's memory decide (docs/gpu.md, "SGLang's memory saver").
+      fit_util="${GPU_MEMORY_UTILIZATION:-$(preset_value actor_rollout_ref.rollout.gpu_memory_utilization)}"
+      fit_gpus="${N_GPUS_PER_NODE:-$(preset_value trainer.n_gpus_per_node)}"
+      fit_micro="$(preset_value actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu)"
+      fit_prompt="$(preset_value data.max_prompt_length)" fit_response="$(preset_value data.max_response_length)"
+      fit_card="$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1 || true)"
+      fit_model="${MODEL_PATH:-$(preset_value actor_rollout_ref.model.path)}"
+      [[ "$DRY_RUN" == 1 ]] && fit_model=""  # a dry run reads no model
+      fit_out="$("$PYTHON" -m mr_search.gpu_fit --model "$fit_model" --gpus "$((NNODES * ${fit_gpus:-1}))" \
+        --utilization "${fit_util:-0.6}" --card-mib "$fit_card" --micro-batch "${fit_micro:-0}" \
+        --tokens "$((${fit_prompt:-0} + ${fit_response:-0}))" 2>&1)" || die "mr_search.gpu_fit failed: $fit_out"
+      SGLANG_MEMORY_SAVER="$(tail -n 1 <<<"$fit_out")"
+      echo "train_grpo_step.sh: SGLANG_MEMORY_SAVER=auto -> $SGLANG_MEMORY_SAVER, $(tail -n 2 <<<"$fit_out" | head -n 1)" >&2
+    fi
     case "$SGLANG_MEMORY_SAVER" in
       0) # The engine keeps its weights and KV cache while FSDP trains: GPU_MEMORY_UTILIZATION must leave the
          # trainer room. Without the saver there is nothing to release, so verl must not ask for it.
         overrides+=("++actor_rollout_ref.rollout.engine_kwargs.sglang.enable_memory_saver=False"
                     "actor_rollout_ref.rollout.free_cache_engine=False") ;;
       1) ;;
-      *) die "SGLANG_MEMORY_SAVER=$SGLANG_MEMORY_SAVER is not valid; use 0 or 1" ;;
+      *) die "SGLANG_MEMORY_SAVER=$SGLANG_MEMORY_SAVER is not valid; use auto, 0 or 1" ;;
     esac
   elif [[ "$DRY_RUN" != 1 ]] && ! has_module flashinfer; then
     # vLLM's FlashInfer top-k/top-p sampler needs the flashinfer package; its own sampler needs nothing.
@@ -287,6 +308,7 @@ add mr_search.episode.max_turns_per_attempt "$MAX_TURNS"
 add mr_search.advantage.gamma "$GAMMA"
 add actor_rollout_ref.rollout.n "$GROUP_SIZE"
 add actor_rollout_ref.actor.optim.lr "$LR"
+add actor_rollout_ref.actor.entropy_coeff "$ENTROPY_COEFF"
 add data.train_batch_size "$TRAIN_BATCH_SIZE"
 add actor_rollout_ref.actor.ppo_mini_batch_size "$PPO_MINI_BATCH_SIZE"
 add trainer.total_training_steps "$TOTAL_STEPS"

@@ -3,7 +3,7 @@
 # one more after a restart (resume), then the checks of a run as a table (mr_search/run_checks.py):
 #
 #   bash scripts/gpu_check.sh                       # vLLM on one GPU (make gpu-check)
-#   ROLLOUT_ENGINE=sglang N_GPUS_PER_NODE=2 bash scripts/gpu_check.sh
+#   ROLLOUT_ENGINE=sglang N_GPUS_PER_NODE=2 TOTAL_STEPS=4 bash scripts/gpu_check.sh
 #
 # The embedded world's BM25 service is started on a free port unless RETRIEVER_URL names one: two checks side by side
 # on one host (CUDA_VISIBLE_DEVICES=0 and =1) do not collide (ports and run folders of their own, cache builds under a
@@ -16,7 +16,11 @@ PYTHON="${PYTHON:-python}"
 ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-vllm}"      # vllm | sglang (hf: the transformers rollout, one GPU); docs/gpu.md
                                               # says which ran where (both on H100s: vLLM on 1, 2, 4 GPUs, SGLang on 1, 2)
 N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-1}"
-STEPS="${STEPS:-2}"                           # steps of the first launch; the restart adds one
+if [[ -n "${STEPS:-}" ]]; then  # the training script's name for this knob is TOTAL_STEPS: one name across the scripts
+  echo "gpu_check.sh: STEPS is not a knob; use TOTAL_STEPS=$STEPS (the steps of the first launch; the restart adds one)" >&2
+  exit 2
+fi
+TOTAL_STEPS="${TOTAL_STEPS:-2}"               # steps of the first launch; the restart adds one
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-8}"     # 8 questions x 4: a step without any unequal group is ~0.02% likely
 LR="${LR:-1e-4}"                              # the compare's rate: large enough that an update the engine never
                                               # received would show in the log-prob agreement (the embedded 1e-5 barely)
@@ -94,7 +98,7 @@ launch() {  # total steps, then Hydra overrides
   return "$launched"
 }
 status=0
-launch "$STEPS" "$@" && launch "$((STEPS + 1))" "$@" || status=$?
+launch "$TOTAL_STEPS" "$@" && launch "$((TOTAL_STEPS + 1))" "$@" || status=$?
 "$PYTHON" -m mr_search.run_checks "$RUN_DIR" || status=1
 echo "gpu_check.sh: run folder $RUN_DIR (train.log, checks.md, trace/)"
 exit "$status"

@@ -78,6 +78,22 @@ def test_paper_config_passes_verl_validation(compose_config):
     _validate(config)
 
 
+def test_vllm_reports_the_raw_log_probs_the_trainer_computes(compose_config):
+    """vLLM's log-probs are of the raw model output (not renormalised after top-p, verl's default), which is the
+    trainer's distribution at temperature 1; they reach vLLM through verl's rollout config."""
+    import importlib.util
+
+    for name in ("mr_search_paper", "mr_search_embedded"):
+        config = compose_config(name, ["actor_rollout_ref.model.path=/tmp/m"])
+        rollout = config.actor_rollout_ref.rollout
+        assert rollout.logprobs_mode == "raw_logprobs" and rollout.temperature == 1.0
+    # verl's vLLM server hands the rollout config's value to the engine's arguments.
+    # (read as text: importing it needs vllm)
+    spec = importlib.util.find_spec("verl.workers.rollout.vllm_rollout")
+    server = Path(spec.submodule_search_locations[0]) / "vllm_async_server.py"
+    assert '"logprobs_mode": self.config.logprobs_mode' in server.read_text()
+
+
 def need_reference_model(config) -> bool:
     from verl.trainer.ppo.utils import need_reference_policy
 

@@ -158,3 +158,13 @@ def test_two_checks_side_by_side_get_their_own_port_and_run_folder() -> None:
     assert len(urls) == 2 and "http://127.0.0.1:8000/retrieve" not in urls, urls
     assert len(folders) == 2, folders
     assert not any(Path(folder).parent.exists() for folder in folders), "a dry run creates no run folder"
+
+
+def test_steps_is_total_steps_as_in_the_training_script(tmp_path: Path) -> None:
+    # One name per knob across the scripts: STEPS (the old name) stops at once, naming TOTAL_STEPS.
+    run = _run(tmp_path, STEPS="4")
+    assert run.returncode == 2
+    assert "use TOTAL_STEPS=4" in run.stderr
+    assert not (tmp_path / "run").exists()
+    script = SCRIPT.read_text()
+    assert 'launch "$TOTAL_STEPS" "$@" && launch "$((TOTAL_STEPS + 1))"' in script

@@ -19,7 +19,8 @@ def _dry(run_script, tmp_path, *overrides: str, **knobs: str) -> list[str]:
     run = run_script(tmp_path / "run", *overrides, DRY_RUN=1, **knobs)
     assert run.returncode == 0, run.output
     assert not (tmp_path / "run").exists(), "a dry run must not create the run folder"
-    return shlex.split(run.output.strip().splitlines()[-1])
+    # The command is stdout's last line; notes go to stderr (run.output: stdout, then stderr).
+    return shlex.split(next(line for line in run.output.splitlines() if "verl.trainer.main_ppo" in line))
 
 
 def test_no_gpu_and_no_settings_select_the_embedded_cpu_run(run_script, tmp_path):
@@ -114,13 +115,12 @@ def test_engine_commands_pass_verls_validation(run_script, tmp_path, script_env,
             "++actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
             "++actor_rollout_ref.rollout.engine_kwargs.sglang.sampling_backend=pytorch",
             "++actor_rollout_ref.rollout.engine_kwargs.sglang.grammar_backend=none",
-            "++actor_rollout_ref.rollout.engine_kwargs.sglang.enable_memory_saver=False",
         ]
         if engine == "sglang"
         else []
     )
-    # SGLang without its memory saver (it crashed at the 2nd weight sync on H100s): nothing for verl to release.
-    assert ("actor_rollout_ref.rollout.free_cache_engine=False" in command) == (engine == "sglang")
+    # SGLANG_MEMORY_SAVER=auto with no GPU and no model read (a dry run): the saver on, verl's default.
+    assert not any("free_cache_engine" in arg or "enable_memory_saver" in arg for arg in command)
     printed = subprocess.run(
         [*command, "--cfg", "job"], cwd=tmp_path, env=script_env, capture_output=True, text=True, timeout=180
     )
@@ -131,7 +131,7 @@ def test_engine_commands_pass_verls_validation(run_script, tmp_path, script_env,
     assert config["actor_rollout_ref"]["model"]["use_remove_padding"] is False
     assert config["trainer"]["device"] == "cuda"
     assert rollout["skip_tokenizer_init"] is False, "SGLang needs its tokenizer to stop at </search>"
-    assert rollout["free_cache_engine"] is (engine != "sglang")
+    assert rollout["free_cache_engine"] is True
 
 
 @pytest.mark.parametrize(
@@ -209,6 +209,33 @@ def test_enforce_eager_is_passed_to_the_engine_and_checked(run_script, tmp_path)
     assert not any(arg.startswith("actor_rollout_ref.rollout.enforce_eager") for arg in unset), "empty: the config's"
     run = run_script(tmp_path / "run", DRY_RUN="1", ENFORCE_EAGER="yes")
     assert run.returncode != 0 and "ENFORCE_EAGER=yes is not valid" in run.output
+
+
+@pytest.mark.parametrize(("saver", "off"), [("0", True), ("1", False), ("auto", False)])
+def test_sglang_memory_saver_knob(run_script, tmp_path, saver, off):
+    """0: the engine keeps its memory (nothing for verl to release); 1: verl's default; auto: decided at start-up
+    (mr_search/gpu_fit.py; a dry run reads no model, so on) and said on one line."""
+    run = run_script(tmp_path / "run", DRY_RUN="1", PRESET="paper", ROLLOUT_ENGINE="sglang", SGLANG_MEMORY_SAVER=saver)
+    assert run.returncode == 0, run.output
+    command = shlex.split(next(line for line in run.output.splitlines() if "verl.trainer.main_ppo" in line))
+    assert ("actor_rollout_ref.rollout.free_cache_engine=False" in command) == off
+    assert ("++actor_rollout_ref.rollout.engine_kwargs.sglang.enable_memory_saver=False" in command) == off
+    assert ("SGLANG_MEMORY_SAVER=auto -> 1, " in run.output) == (saver == "auto")
+    bad = run_script(tmp_path / "run", DRY_RUN="1", PRESET="paper", ROLLOUT_ENGINE="sglang", SGLANG_MEMORY_SAVER="2")
+    assert bad.returncode != 0 and "use auto, 0 or 1" in bad.output
+
+
+def test_entropy_coeff_sets_the_actors_entropy_bonus(run_script, tmp_path, script_env):
+    """ENTROPY_COEFF: a random-weight policy earns no reward, so only a bonus makes its updates move the weights."""
+    assert not any(a.startswith("actor_rollout_ref.actor.entropy_coeff=") for a in _dry(run_script, tmp_path))
+    command = _dry(run_script, tmp_path, PRESET="paper", ROLLOUT_ENGINE="sglang", ENTROPY_COEFF="0.001")
+    assert "actor_rollout_ref.actor.entropy_coeff=0.001" in command
+    printed = subprocess.run(
+        [*command, "--cfg", "job"], cwd=tmp_path, env=script_env, capture_output=True, text=True, timeout=180
+    )
+    assert printed.returncode == 0, printed.stderr[-3000:]
+    config = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])
+    assert config["actor_rollout_ref"]["actor"]["entropy_coeff"] == 0.001
 
 
 def test_the_command_composes_into_the_config_the_trainer_gets(run_script, tmp_path, script_env):

@@ -1,28 +1,123 @@
-"""Real-width policies with random weights: the folder loads as a Qwen2 with the requested shape."""
+"""Real-width policies with random weights: Qwen2.5's published configurations, the real vocabulary size, a tokenizer
+of exactly that many ids that decodes every one, and a folder transformers loads and generates from."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
-from mr_search.shaped_model import SHAPES, build_shaped_model
-from mr_search_embedded.tiny_model import build_tokenizer
+from mr_search.shaped_model import (
+    COMMON,
+    PAD_TOKEN_FORMAT,
+    SHAPES,
+    build_shaped_model,
+    build_tokenizer,
+    count_parameters,
+    pad_tokenizer_json,
+    shape_config,
+)
+
+# The published config.json values of the Qwen2.5 base models, and their parameter counts (the model cards: 0.49B,
+# 1.54B, 3.09B, 7.61B).
+PUBLISHED = {
+    "qwen2.5-0.5b": (896, 4864, 24, 14, 2, True, 151936, 494_032_768),
+    "qwen2.5-1.5b": (1536, 8960, 28, 12, 2, True, 151936, 1_543_714_304),
+    "qwen2.5-3b": (2048, 11008, 36, 16, 2, True, 151936, 3_085_938_688),
+    "qwen2.5-7b": (3584, 18944, 28, 28, 4, False, 152064, 7_615_616_512),
+}
 
 
-def test_builds_a_loadable_qwen2_of_the_shape(tmp_path) -> None:
+@pytest.mark.parametrize("shape", sorted(PUBLISHED))
+def test_each_shape_is_the_published_configuration(shape: str) -> None:
+    hidden, intermediate, layers, heads, kv_heads, tied, vocab, params = PUBLISHED[shape]
+    config = shape_config(shape)
+    assert (config.hidden_size, config.intermediate_size, config.num_hidden_layers) == (hidden, intermediate, layers)
+    assert (config.num_attention_heads, config.num_key_value_heads) == (heads, kv_heads)
+    assert config.tie_word_embeddings is tied and config.vocab_size == vocab
+    assert config.max_position_embeddings == 32768 and config.rms_norm_eps == 1e-6
+    theta = getattr(config, "rope_theta", None) or config.rope_parameters["rope_theta"]
+    assert theta == COMMON["rope_theta"] == 1e6
+    assert count_parameters(shape) == params  # on the meta device: nothing allocated
+
+
+def test_unknown_shape_is_an_error(tmp_path) -> None:
+    with pytest.raises(ValueError, match=r"qwen2\.5-0\.5b"):
+        build_shaped_model("qwen9", tmp_path / "m")
+    with pytest.raises(ValueError, match=r"no tokenizer\.json"):
+        build_shaped_model("test", tmp_path / "m", tokenizer_dir=tmp_path / "none")
+
+
+def test_the_protocol_tokenizer_is_padded_to_the_vocabulary_and_decodes_every_id(tmp_path) -> None:
+    from transformers import AutoTokenizer
+
+    out = build_tokenizer(tmp_path / "tok", 151936)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert len(tokenizer) == 151936
+    assert tokenizer.decode([151935]) == PAD_TOKEN_FORMAT.format(151935)
+    assert tokenizer.decode([0]) == "<|endoftext|>" and tokenizer.eos_token == "<|im_end|>"
+    # Ordinary entries, not added tokens: 150k added tokens would make every load slow.
+    data = json.loads((out / "tokenizer.json").read_text())
+    assert len(data["added_tokens"]) == 3 and len(data["model"]["vocab"]) == 151936
+    # The protocol's text round-trips, and a tag is several tokens (as in Qwen's tokenizer).
+    text = "<think> a </think> <search> Paris </search>"
+    ids = tokenizer(text)["input_ids"]
+    assert tokenizer.decode(ids) == text
+    assert len(tokenizer("</search>")["input_ids"]) > 1
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True
+    )
+    assert chat == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+
+
+def test_a_given_tokenizer_with_added_tokens_is_padded_after_them(tmp_path) -> None:
+    from transformers import AutoTokenizer
+
+    base = build_tokenizer(tmp_path / "base", 2000)
+    tokenizer = AutoTokenizer.from_pretrained(base)
+    tokenizer.add_tokens(["<search>", "</search>"])  # like the tiny policy's tag tokens: ids after the vocabulary
+    tokenizer.save_pretrained(tmp_path / "tagged")
+    data = json.loads((tmp_path / "tagged" / "tokenizer.json").read_text())
+    del data["model"]["vocab"][PAD_TOKEN_FORMAT.format(1500)]  # a gap: refused
+    with pytest.raises(ValueError, match="gaps"):
+        pad_tokenizer_json(data, 3000)
+    out = build_tokenizer(tmp_path / "padded", 3000, tokenizer_dir=tmp_path / "tagged")
+    padded = AutoTokenizer.from_pretrained(out)
+    assert len(padded) == 3000
+    # The added tags move to the last ids (where the tokenizers library puts added tokens); the padding is between.
+    assert padded.convert_tokens_to_ids(["<search>", "</search>"]) == [2998, 2999]
+    assert padded.decode([2000]) == PAD_TOKEN_FORMAT.format(2000) and padded.decode([2999]) == "</search>"
+    assert padded("a </search>")["input_ids"][-1] == 2999  # still one token, matched before the BPE
+    with pytest.raises(ValueError, match="more than the model's vocabulary"):
+        build_tokenizer(tmp_path / "small", 1000, tokenizer_dir=tmp_path / "tagged")
+
+
+def test_the_test_shape_with_the_real_vocabulary_loads_and_generates(tmp_path) -> None:
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    tokenizer = build_tokenizer(["<search> a b c </search> hello world"] * 20, tmp_path / "tok", vocab_size=600)
-    out = build_shaped_model("test", tmp_path / "tok", tmp_path / "model")
+    out, params = build_shaped_model("test", tmp_path / "model")
     model = AutoModelForCausalLM.from_pretrained(out)
-    assert model.config.model_type == "qwen2"
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert model.config.model_type == "qwen2" and model.config.vocab_size == len(tokenizer) == 151936
     assert model.config.hidden_size == SHAPES["test"]["hidden_size"]
-    assert model.config.vocab_size == len(tokenizer)
-    assert AutoTokenizer.from_pretrained(out).eos_token == tokenizer.eos_token  # the chat tokenizer came along
-    assert SHAPES["qwen2.5-7b"]["num_key_value_heads"] == 4 and SHAPES["qwen2.5-0.5b"]["hidden_size"] == 896
+    assert params == sum(p.numel() for p in model.parameters())
+    assert json.loads((out / "shaped_model.json").read_text())["parameters"] == params
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Question: who?"}], add_generation_prompt=True, return_tensors="pt"
+    )
+    prompt = prompt["input_ids"] if hasattr(prompt, "keys") else prompt
+    with torch.no_grad():
+        generated = model.generate(prompt, max_new_tokens=8, do_sample=True, pad_token_id=tokenizer.pad_token_id)
+    new = generated[0, prompt.shape[1] :].tolist()
+    assert 1 <= len(new) <= 8
+    assert isinstance(tokenizer.decode(new), str)
 
 
-def test_unknown_shape_and_missing_tokenizer_are_errors(tmp_path) -> None:
-    with pytest.raises(ValueError, match=r"qwen2\.5-0\.5b"):
-        build_shaped_model("qwen9", tmp_path, tmp_path / "m")
-    with pytest.raises(ValueError, match=r"no tokenizer\.json"):
-        build_shaped_model("test", tmp_path, tmp_path / "m")
+def test_the_command_line_prints_the_parameter_count(tmp_path, capsys) -> None:
+    from mr_search.shaped_model import main
+
+    assert main(["--shape", "test", "--out", str(tmp_path / "m")]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.strip() == str(tmp_path / "m")
+    assert "parameters" in captured.err and "test" in captured.err

@@ -45,7 +45,7 @@ async def test_tiny_model_meta_episode_against_the_embedded_service(kit: SimpleN
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
 
     port = _free_port()
-    config = config_from_args(build_parser().parse_args(["--port", str(port)]))  # the embedded default (dense)
+    config = config_from_args(build_parser().parse_args(["--port", str(port), "--corpus", str(world.corpus)]))
     server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
     serving = asyncio.create_task(server.serve())
     client = RetrievalClient(RetrieverConfig(url=f"http://127.0.0.1:{port}/retrieve", timeout_s=60))

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# A lean offline set as one unpacked site folder, carried in pieces to a GPU node without network, then the project
+# installed into it (the way the GPU runs of docs/gpu.md install):
+#
+#   # on a machine with the wheels (bash scripts/gpu/wheelhouse.sh sglang WHEELHOUSE), any Python:
+#   TRIM_FA3=1 bash scripts/gpu/offline_site.sh pack WHEELHOUSE OUT_DIR    # OUT_DIR/site.partNN (49 MB each), sha256
+#   # on the node (Python 3.12, torch preinstalled), from a checkout of this repository:
+#   bash scripts/gpu/offline_site.sh install PIECES_DIR SITE_DIR           # joins, checks, unpacks, installs the project
+#   eval "$(bash scripts/gpu/offline_site.sh env SITE_DIR)"                # PYTHONPATH: the checkout, then SITE_DIR/site
+#
+# pack: `pip install --no-index --no-deps --target` for Python 3.12 manylinux x86-64 (the node's image keeps its torch,
+# and the site's transformers shadows the image's); TRIM_FA3=1 leaves out sgl_kernel/flash_ops.abi3.so (1 GB, 2/3 of
+# the set): only SGLang's FlashAttention-3 paths load it (attention_backend fa3, vision and audio models), never the
+# triton attention backend that train_grpo_step.sh gives SGLang; a run that needs it stops with sgl_kernel's
+# "Can not import FA3 in sgl_kernel". gzip -1: fast on a busy 2-core machine, and wheels are zip-compressed already.
+# install: the project (`mr_search`, `mr_search_retrieval`, `mr_search_embedded`) as regular installs into the same
+# folder, so verl finds the plugin's entry point; `env` puts the checkout first, so its code is what runs.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+PIECE_SIZE="${PIECE_SIZE:-49M}"
+die() { echo "offline_site.sh: $*" >&2; exit 1; }
+
+case "${1:-}" in
+  pack)
+    [[ $# == 3 ]] || die "usage: pack WHEELHOUSE OUT_DIR"
+    wheelhouse="$(realpath "$2")" out="$(realpath -m "$3")"
+    PYTHON="${PYTHON:-python3}"
+    work="$(mktemp -d)"
+    trap 'rm -rf "$work"' EXIT
+    platforms=()
+    for p in manylinux_2_34 manylinux_2_28 manylinux_2_27 manylinux_2_26 manylinux_2_24 manylinux_2_17 manylinux2014 \
+      manylinux_2_5 manylinux1 linux; do platforms+=(--platform "${p}_x86_64"); done
+    mapfile -t wheels < <(find "$wheelhouse" -maxdepth 1 -name '*.whl' ! -name 'mr_search-*' | sort)
+    ((${#wheels[@]})) || die "no wheels in $wheelhouse"
+    "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" \
+      --python-version 3.12 --implementation cp --only-binary=:all: "${platforms[@]}" "${wheels[@]}"
+    if [[ "${TRIM_FA3:-0}" == 1 ]]; then
+      rm -f "$work/site/sgl_kernel/flash_ops.abi3.so"
+      echo "offline_site.sh: left out sgl_kernel/flash_ops.abi3.so (FlashAttention-3; not used with triton attention)"
+    fi
+    mkdir -p "$out"
+    rm -f "$out"/site.part*
+    tar -C "$work" -cf - site | gzip -1 | split -b "$PIECE_SIZE" -d -a 2 - "$out/site.part"
+    (cd "$out" && cat site.part* | sha256sum | cut -d' ' -f1 >site.sha256)
+    echo "offline_site.sh: ${#wheels[@]} wheels -> $(ls "$out"/site.part* | wc -l) pieces in $out ($(du -sh "$out" | cut -f1))"
+    ;;
+  install)
+    [[ $# == 3 ]] || die "usage: install PIECES_DIR SITE_DIR"
+    pieces="$2" site="$(realpath -m "$3")"
+    PYTHON="${PYTHON:-python3}"
+    if [[ -f "$pieces/site.sha256" ]]; then
+      [[ "$(cat "$pieces"/site.part* | sha256sum | cut -d' ' -f1)" == "$(cat "$pieces/site.sha256")" ]] \
+        || die "the pieces in $pieces do not join to the packed set (sha256 differs): a piece is missing or cut"
+    fi
+    mkdir -p "$site"
+    cat "$pieces"/site.part* | tar -xz -C "$site"
+    PYTHONPATH="$site/site${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m pip install -q --no-index --no-deps \
+      --no-build-isolation --no-compile --target "$site/site" --upgrade "$ROOT/retrieval" "$ROOT" \
+      "$ROOT/examples/embedded_world"
+    echo "offline_site.sh: installed into $site/site; use: eval \"\$(bash $0 env $site)\""
+    ;;
+  env)
+    [[ $# == 2 ]] || die "usage: env SITE_DIR"
+    site="$(realpath -m "$2")"
+    printf 'export PYTHONPATH=%q\n' "$ROOT:$ROOT/retrieval:$ROOT/examples/embedded_world:$site/site"
+    printf 'export PYTHON=%q\n' "${PYTHON:-python3}"
+    ;;
+  *) die "usage: pack WHEELHOUSE OUT_DIR | install PIECES_DIR SITE_DIR | env SITE_DIR" ;;
+esac
