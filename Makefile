@@ -39,7 +39,7 @@ gpu-check:
 
 test: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m ruff check .
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q --timeout=900 tests
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q --timeout=900 -n 2 --dist loadgroup --durations=10 tests
 
 serve: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash retrieval_launch.sh

@@ -75,6 +75,9 @@ SGLANG_MEMORY_SAVER="${SGLANG_MEMORY_SAVER:-auto}"  # 1: verl's default, the eng
                                               # steps at the 7B shape on H200s); 0: it keeps them (no release and
                                               # resume a step); auto: on when the engine's share and the update do not
                                               # fit one card together (mr_search/gpu_fit.py), said at start-up
+CPU_DTYPE="${CPU_DTYPE:-auto}"                # cpu engine: bfloat16 | float32 | auto (bfloat16 where the CPU has it
+                                              # natively, AVX512-BF16 or AMX; elsewhere torch emulates it and float32
+                                              # steps ran ~2.8x faster: docs/cpu-backend.md)
 
 # --- output ---------------------------------------------------------------------------------------------------------
 RUN_DIR="${RUN_DIR:-}"                        # run folder (checkpoints, metrics, logs); reuse one to resume
@@ -118,6 +121,19 @@ case "$ROLLOUT_ENGINE" in
   sglang|vllm|cpu|hf) ;;
   *) die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use sglang, vllm, cpu or hf" ;;
 esac
+# The paper preset's data are files a user prepares first: say which and how, before anything else starts.
+if [[ "$PRESET" == paper && "$DRY_RUN" != 1 ]]; then
+  needed=(TRAIN_FILE VAL_FILE)
+  [[ " $* " == *" trainer.val_only=True "* ]] && needed=(VAL_FILE)  # scripts/eval_engine.sh: validation only
+  for what in "${needed[@]}"; do
+    file="${!what}"
+    [[ -n "$file" ]] || die "the paper preset needs $what (verl parquet): make them with \`python scripts/prepare_data.py \
+flashrag --root <FlashRAG folder> --out <dir>\`, then TRAIN_FILE=<dir>/train.parquet VAL_FILE=<dir>/val.parquet"
+    [[ -f "$file" ]] || die "$what=$file does not exist; make it with \`python scripts/prepare_data.py flashrag --root \
+<FlashRAG folder> --out <dir>\` (train.parquet, val.parquet, test.parquet)"
+  done
+fi
+
 if [[ "$DRY_RUN" != 1 && ( "$ROLLOUT_ENGINE" == sglang || "$ROLLOUT_ENGINE" == vllm ) ]] \
   && ! has_module "$ROLLOUT_ENGINE"; then
   # Before Ray starts: verl would otherwise fail inside a Ray actor, minutes later, with a long trace.
@@ -295,6 +311,18 @@ else
     [[ -z "${line// }" || "$line" == \#* ]] && continue
     overrides+=("$line")
   done <"$ROOT/configs/cpu_backend_overrides.txt"
+  if [[ "$CPU_DTYPE" == auto ]]; then
+    if "$PYTHON" -c 'import sys, torch; c = torch._C._cpu._get_cpu_capability()
+sys.exit(0 if c.get("avx512_bf16") or c.get("amx_bf16") else 1)' 2>/dev/null; then CPU_DTYPE=bfloat16; else
+      CPU_DTYPE=float32
+    fi
+  fi
+  case "$CPU_DTYPE" in
+    bfloat16) ;;  # verl's own: bf16 rollout, bf16 autocast over fp32 parameters
+    float32) overrides+=("actor_rollout_ref.rollout.dtype=float32"
+                         "++actor_rollout_ref.actor.fsdp_config.mixed_precision={param_dtype:fp32,reduce_dtype:fp32,buffer_dtype:fp32}") ;;
+    *) die "CPU_DTYPE=$CPU_DTYPE is not valid; use auto, bfloat16 or float32" ;;
+  esac
 fi
 add() { [[ -n "$2" ]] && overrides+=("$1=$2"); return 0; }
 if [[ "${DUMP_ROLLOUTS:-$([[ "$PRESET" == embedded ]] && echo 1)}" == 1 ]]; then
