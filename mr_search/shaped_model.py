@@ -85,13 +85,6 @@ COMMON: Final[dict[str, Any]] = dict(
     use_sliding_window=False,
     use_cache=True,
 )
-SPECIAL_TOKENS: Final = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
-CHAT_TEMPLATE: Final = (
-    "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
 PAD_TOKEN_FORMAT: Final = "<unused_{}>"
 _TOKENIZER_FILES: Final = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
@@ -133,27 +126,9 @@ def _protocol_texts() -> list[str]:
 def protocol_tokenizer(out: str | Path, bpe_size: int = 1024) -> Path:
     """Saves a byte-level BPE learnt from the protocol's texts (ChatML template; eos ``<|im_end|>``, pad
     ``<|endoftext|>``) to ``out``: every byte has a token, the tags split into several tokens as in Qwen's."""
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from mr_search.chatml_tokenizer import train_chatml_bpe
 
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=bpe_size,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(_protocol_texts() * 4, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        bos_token=None,
-        additional_special_tokens=["<|im_start|>"],
-    )
-    fast.chat_template = CHAT_TEMPLATE
+    fast = train_chatml_bpe(_protocol_texts() * 4, bpe_size)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(out)

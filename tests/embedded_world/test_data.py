@@ -61,9 +61,10 @@ def test_make_row_rejects_a_question_without_answers() -> None:
         make_row(question="Who?", golden_answers=["  "], data_source="nq", index=0, split="train")
 
 
-def test_two_concurrent_callers_write_the_parquet_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_concurrent_callers_write_the_parquet_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call_together
+) -> None:
     """Two runs side by side on a cold cache: one writes the files (under the lock), the other reads them."""
-    import threading
     import time
 
     from mr_search_embedded import data
@@ -77,21 +78,7 @@ def test_two_concurrent_callers_write_the_parquet_once(tmp_path: Path, monkeypat
         return real_write(rows, path)
 
     monkeypatch.setattr(data, "write_parquet", slow_write)
-    results: list[tuple[Path, Path]] = []
-    errors: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            results.append(ensure_embedded_parquet(tmp_path))
-        except BaseException as error:  # surfaced below
-            errors.append(error)
-
-    threads = [threading.Thread(target=call) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert not errors, errors
+    results = call_together(lambda: ensure_embedded_parquet(tmp_path), timeout=120)
     assert [p.name for p in writes] == ["train.parquet", "test.parquet"], "written once, by one caller"
     assert len(set(results)) == 1 and all(len(pd.read_parquet(p)) for p in results[0])
 

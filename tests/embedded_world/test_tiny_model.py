@@ -68,9 +68,8 @@ def test_an_opt_in_world_gets_its_own_cache_root(monkeypatch: pytest.MonkeyPatch
     assert cache_root() == tmp_path / "worlds" / "namesake-v4"
 
 
-def test_two_concurrent_builds_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_two_concurrent_builds_build_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call_together) -> None:
     """Two runs side by side on a cold cache: the second waits on the first's lock and gets its folder."""
-    import threading
     import time
 
     from mr_search_embedded import tiny_model
@@ -84,21 +83,7 @@ def test_two_concurrent_builds_build_once(tmp_path: Path, monkeypatch: pytest.Mo
         return real_build(out_dir, tokenizer, config)
 
     monkeypatch.setattr(tiny_model, "build_model", slow_build)
-    results: list[Path] = []
-    errors: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            results.append(ensure_tiny_model(tmp_path / "m", texts=TEXTS, config=SMALL))
-        except BaseException as error:  # surfaced below
-            errors.append(error)
-
-    threads = [threading.Thread(target=call) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(60)
-    assert not errors, errors
+    results = call_together(lambda: ensure_tiny_model(tmp_path / "m", texts=TEXTS, config=SMALL), timeout=60)
     assert len(builds) == 1, "the second caller must wait for the first build, not start its own"
     assert results == [tmp_path / "m"] * 2 and (tmp_path / "m" / ".complete").is_file()
     assert AutoModelForCausalLM.from_pretrained(tmp_path / "m").config.hidden_size == SMALL.hidden_size

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import threading
 import time
 from pathlib import Path
 
@@ -32,7 +31,7 @@ def test_two_corpora_named_alike_get_their_own_folders(tmp_path: Path) -> None:
 
 
 def test_concurrent_callers_build_once_and_both_get_a_whole_index(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, call_together
 ) -> None:
     from mr_search_retrieval import index_cache
     from mr_search_retrieval.indexes.metadata import IndexMetadata
@@ -47,21 +46,7 @@ def test_concurrent_callers_build_once_and_both_get_a_whole_index(
         return real_build(corpus_path, out_dir)
 
     monkeypatch.setattr(index_cache, "build_bm25_index", slow_build)
-    results: list[Path] = []
-    errors: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            results.append(index_cache.ensure_index(corpus, "bm25", cache_dir=tmp_path / "cache"))
-        except BaseException as error:  # surfaced below
-            errors.append(error)
-
-    threads = [threading.Thread(target=call) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(30)
-    assert not errors, errors
+    results = call_together(lambda: index_cache.ensure_index(corpus, "bm25", cache_dir=tmp_path / "cache"), timeout=30)
     assert len(builds) == 1, "the second caller must wait for the first build, not start its own"
     assert builds[0].name.startswith("."), "the build goes to a hidden staging folder, published when complete"
     assert len(set(results)) == 1 and IndexMetadata.read(results[0]).num_docs == 30

@@ -15,14 +15,6 @@ from mr_search import prompts
 
 logger = logging.getLogger(__name__)
 
-# Qwen2.5's ChatML layout; the same turn boundaries a real Qwen tokenizer produces.
-CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
-)
-SPECIAL_TOKENS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 # Ordinary (non-special) single tokens for the protocol tags: they make the tiny model's job easier.
 # Real tokenizers split tags into several pieces; the agent loop handles both.
 TAG_TOKENS = tuple(f"<{slash}{tag}>" for tag in ("think", "search", "answer", "information") for slash in ("", "/"))
@@ -100,29 +92,12 @@ def build_tokenizer(
     Returns:
         The saved ``PreTrainedTokenizerFast``; eos is ``<|im_end|>``, pad is ``<|endoftext|>``.
     """
-    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-    from transformers import PreTrainedTokenizerFast
+    from mr_search.chatml_tokenizer import CHAT_TEMPLATE, train_chatml_bpe
 
-    tokenizer = Tokenizer(models.BPE())
-    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
-    tokenizer.decoder = decoders.ByteLevel()
-    trainer = trainers.BpeTrainer(
-        vocab_size=vocab_size,
-        special_tokens=list(SPECIAL_TOKENS),
-        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
-        show_progress=False,
-    )
-    tokenizer.train_from_iterator(texts, trainer=trainer)
-    fast = PreTrainedTokenizerFast(
-        tokenizer_object=tokenizer,
-        eos_token="<|im_end|>",
-        pad_token="<|endoftext|>",
-        bos_token=None,
-        additional_special_tokens=["<|im_start|>"],
-    )
+    fast = train_chatml_bpe(texts, vocab_size)
     if tag_tokens:
         fast.add_tokens(list(TAG_TOKENS))
-    fast.chat_template = CHAT_TEMPLATE
+    fast.chat_template = CHAT_TEMPLATE  # set again after add_tokens, as before (the saved files stay the same)
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(out_dir)

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import json
-import threading
 import time
-from pathlib import Path
 
 import pytest
 
@@ -35,24 +33,11 @@ def _native_bf16(monkeypatch: pytest.MonkeyPatch, native: bool) -> None:
     monkeypatch.setattr(encoders, "cpu_has_native_bf16", lambda: native)
 
 
-def test_two_concurrent_callers_build_once(tmp_path, tiny_policy, mini_world, passes, capfd) -> None:
-    results: list[Path] = []
-    errors: list[BaseException] = []
-
-    def call() -> None:
-        try:
-            results.append(
-                ensure_warmstart(base_model=tiny_policy, out_dir=tmp_path / "ws", config=SMALL, world=mini_world)
-            )
-        except BaseException as error:  # surfaced below
-            errors.append(error)
-
-    threads = [threading.Thread(target=call) for _ in range(2)]
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join(120)
-    assert not errors, errors
+def test_two_concurrent_callers_build_once(tmp_path, tiny_policy, mini_world, passes, capfd, call_together) -> None:
+    results = call_together(
+        lambda: ensure_warmstart(base_model=tiny_policy, out_dir=tmp_path / "ws", config=SMALL, world=mini_world),
+        timeout=120,
+    )
     assert len(passes) == 1, "the second caller must wait for the first build, not start its own"
     assert results == [tmp_path / "ws"] * 2 and (tmp_path / "ws" / ".complete").is_file()
     err = capfd.readouterr().err
