@@ -311,12 +311,7 @@ else
     [[ -z "${line// }" || "$line" == \#* ]] && continue
     overrides+=("$line")
   done <"$ROOT/configs/cpu_backend_overrides.txt"
-  if [[ "$CPU_DTYPE" == auto ]]; then
-    if "$PYTHON" -c 'import sys, torch; c = torch._C._cpu._get_cpu_capability()
-sys.exit(0 if c.get("avx512_bf16") or c.get("amx_bf16") else 1)' 2>/dev/null; then CPU_DTYPE=bfloat16; else
-      CPU_DTYPE=float32
-    fi
-  fi
+  [[ "$CPU_DTYPE" != auto ]] || CPU_DTYPE="$("$PYTHON" -m mr_search.cpu.precision)"
   case "$CPU_DTYPE" in
     bfloat16) ;;  # verl's own: bf16 rollout, bf16 autocast over fp32 parameters
     float32) overrides+=("actor_rollout_ref.rollout.dtype=float32"

@@ -419,10 +419,9 @@ def test_cpu_dtype_sets_the_rollouts_and_the_updates_precision(run_script, tmp_p
 
 
 def test_cpu_dtype_auto_follows_the_cpus_native_bf16(run_script, tmp_path, script_env):
-    import torch
+    from mr_search.cpu.precision import cpu_has_native_bf16
 
-    caps = torch._C._cpu._get_cpu_capability()
-    native = bool(caps.get("avx512_bf16") or caps.get("amx_bf16"))
+    native = cpu_has_native_bf16()
     command = _dry(run_script, tmp_path)  # CPU_DTYPE unset: auto
     assert (FP32_MIXED in command) == (not native)
     bad = run_script(tmp_path / "bad", DRY_RUN="1", CPU_DTYPE="fp8")
