@@ -367,6 +367,7 @@ status=0
 "${cmd[@]}" 2>&1 | tee -a "$RUN_DIR/train.log" || status=$?
 cat "$RUN_DIR"/metrics/*.jsonl >"$RUN_DIR/metrics.jsonl" 2>/dev/null || true
 if ((status != 0)); then
+  "$PYTHON" -m mr_search.diagnosis "$RUN_DIR/train.log" >&2 || true
   die "training failed (exit $status); log: $RUN_DIR/train.log"
 fi
 summarize

@@ -13,7 +13,6 @@ import argparse
 import itertools
 import json
 import math
-import re
 import shlex
 import sys
 from collections.abc import Callable, Mapping, Sequence
@@ -23,6 +22,7 @@ from typing import Any, Final
 
 from mr_search.agent.parsing import first_close
 from mr_search.agent.trace import read_traces
+from mr_search.diagnosis import diagnose
 from mr_search.training_log import read_metrics
 
 # The e2e test's bounds on CPU (tests/e2e/test_train_script.py); an engine in bf16 must meet them too.
@@ -37,58 +37,6 @@ class Check:
     name: str
     passed: bool
     seen: str
-
-
-@dataclass(frozen=True)
-class Diagnosis:
-    cause: str
-    fix: str
-
-
-# Known failures, first match wins: (pattern in train.log, cause, fix).
-_KNOWN: Final[tuple[tuple[str, str, str], ...]] = (
-    (
-        r"no GPU is usable|NVIDIA-SMI has failed|CUDA driver|no CUDA GPUs are available|Found no NVIDIA driver",
-        "no usable GPU",
-        "run on a node whose `nvidia-smi` lists a GPU and where `python -c 'import torch; "
-        "print(torch.cuda.is_available())'` prints True",
-    ),
-    (
-        r"No module named '(vllm|sglang)[.']|needs the (vllm|sglang) package",
-        "the rollout engine is not installed",
-        "install it: `pip install -r requirements/gpu-vllm.txt` (vLLM) or the two steps of "
-        "requirements/gpu-sglang.txt (SGLang); offline: docs/gpu.md",
-    ),
-    (
-        r"No module named 'flash_attn'|flash_attn.*(not installed|ImportError)|FlashAttention2 has been toggled on",
-        "flash-attn is missing",
-        "`pip install flash-attn --no-build-isolation`, or train without it: USE_REMOVE_PADDING=0 (sdpa attention)",
-    ),
-    (
-        r"CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory",
-        "out of GPU memory",
-        "lower actor_rollout_ref.rollout.gpu_memory_utilization or ppo_micro_batch_size_per_gpu, keep "
-        "fsdp_config.param_offload/optimizer_offload on, or add GPUs (N_GPUS_PER_NODE)",
-    ),
-    (
-        r"no retrieval service answers|retrieval service (is )?down|search failure rate",
-        "the retrieval service is down",
-        "start it (`bash retrieval_launch.sh`) or point RETRIEVER_URL at one whose /health answers",
-    ),
-    (
-        r"generation (timed out|hung)|engine server (died|exited)",
-        "the rollout engine stopped answering",
-        "see the engine's lines in train.log; the same command resumes from the last checkpoint",
-    ),
-)
-
-
-def diagnose(log: str) -> Diagnosis | None:
-    """The first known failure named in a run's log, else None."""
-    for pattern, cause, fix in _KNOWN:
-        if re.search(pattern, log):
-            return Diagnosis(cause, fix)
-    return None
 
 
 def _model_turn_runs(mask: Sequence[int], ids: Sequence[int]) -> list[int]:

@@ -11,7 +11,6 @@ from mr_search.run_checks import (
     check_resume,
     check_stops,
     check_token_in_token_out,
-    diagnose,
     main,
     model_path,
 )
@@ -109,13 +108,6 @@ def test_resume_continues_at_the_saved_step(tmp_path: Path) -> None:
     assert check_resume(tmp_path).passed
     _launch(tmp_path, "c", [1])
     assert not check_resume(tmp_path).passed  # started over instead of resuming
-
-
-def test_diagnosis_of_known_failures() -> None:
-    assert diagnose("torch.OutOfMemoryError: CUDA out of memory. Tried").cause == "out of GPU memory"
-    assert diagnose("ModuleNotFoundError: No module named 'sglang.srt'").cause == "the rollout engine is not installed"
-    assert "flash-attn" in diagnose("ImportError: No module named 'flash_attn'").fix
-    assert diagnose("all good") is None
 
 
 def test_main_reports_a_crashed_run_with_its_cause(tmp_path: Path, capsys) -> None:
