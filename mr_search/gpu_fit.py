@@ -6,12 +6,14 @@ memory, no release and resume each step), and the reason on stderr. ``train_grpo
 ``SGLANG_MEMORY_SAVER=auto`` (the default).
 
 The update's memory a GPU is estimated as 16 bytes a parameter sharded over the GPUs (fp32 parameters, gradients and
-Adam's two moments: verl loads offloaded ones onto the GPU for the update) plus one micro-batch's logits (rows x
-tokens x vocabulary x 8 bytes: fp32 logits and their gradient), with 20% of the card kept for the rest (activations,
-gathered layers, allocator slack); the engine takes ``U`` of the card. Saver on when the two do not fit, or when
-either is unknown. It is a low estimate: the 7B shape on 3 H200s (micro-batches of one 8.7k-token row) is estimated
-at 48 GiB a GPU and peaked at 75 GiB allocated, 84 GiB reserved (docs/gpu.md); the 28 GiB kept of a 140 GiB card
-covered the allocated peak, so the choice (on) would stand with the true figure.
+Adam's two moments: verl loads offloaded ones onto the GPU for the update) plus 24 bytes a logit of one micro-batch
+(rows x tokens x vocabulary: the fp32 logits, their log-softmax and entropy, and the gradients of these), with 20% of
+the card kept for the rest (gathered layers, allocator slack); the engine takes ``U`` of the card. Saver on when the
+two do not fit, or when either is unknown. The 24 bytes are measured: the update beyond the sharded state took 23
+bytes a logit at the 0.5B shape on one H200 (micro-batches of 16 rows of 1,280 tokens: estimated 76.9 GiB, peaked at
+74.6 GiB allocated) and 30 at the 7B shape on 3 H200s (one 8.7k-token row: estimated 67.4 GiB, peaked at 75.1 GiB);
+both with an entropy bonus (docs/gpu.md). Until the 0.5B measurement the figure was 8 (the logits and their gradient
+alone), which read that 0.5B update as 31 GiB and let it share an 80 GB card with the engine, where it cannot.
 """
 
 from __future__ import annotations
@@ -22,8 +24,8 @@ from dataclasses import dataclass
 from typing import Final
 
 BYTES_PER_PARAMETER: Final = 16  # fp32 parameter + gradient + Adam m and v
-BYTES_PER_LOGIT: Final = 8  # fp32 logit + its gradient
-HEADROOM: Final = 0.2  # share of the card left for activations, logits, allocator slack
+BYTES_PER_LOGIT: Final = 24  # fp32 logit, log-softmax, entropy and their gradients (measured: 23-30)
+HEADROOM: Final = 0.2  # share of the card left for gathered layers, activations, allocator slack
 
 
 @dataclass(frozen=True)
