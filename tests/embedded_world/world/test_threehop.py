@@ -58,3 +58,24 @@ def test_the_variant_has_its_own_cache_and_parquet(tmp_path: Path, monkeypatch: 
     assert {i["split"] for i in infos} == {"test"} and {i["hops"] for i in infos} == {1, 2, 3}
     assert {i["relation"] for i in infos if i["hops"] == 3} == set(THREE_HOP_RELATIONS)
     assert not (tmp_path / "world").exists(), "the default world's folder is not touched"
+
+
+def test_every_prompt_fits_the_embedded_preset(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The three-hop questions are the longest: with the threehop world's tokenizer each prompt still fits the
+    embedded preset's max_prompt_length, so verl's overlong filter drops none."""
+    import yaml
+    from transformers import AutoTokenizer
+
+    from mr_search_embedded.data import ensure_embedded_parquet
+    from mr_search_embedded.tiny_model import ensure_tiny_model
+
+    monkeypatch.setenv("MR_SEARCH_CACHE", str(tmp_path))
+    monkeypatch.setenv("MR_SEARCH_WORLD", "threehop")
+    tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
+    config = Path(__file__).resolve().parents[3] / "configs" / "mr_search_embedded.yaml"
+    limit = yaml.safe_load(config.read_text())["data"]["max_prompt_length"]
+    frame = pd.read_parquet(ensure_embedded_parquet().test)
+    longest = max(frame.itertuples(), key=lambda row: len(row.extra_info["question"]))
+    text = tokenizer.apply_chat_template(list(longest.prompt), add_generation_prompt=True, tokenize=False)
+    assert longest.extra_info["hops"] == 3
+    assert len(tokenizer(text, add_special_tokens=False)["input_ids"]) <= limit

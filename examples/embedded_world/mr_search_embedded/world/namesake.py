@@ -84,7 +84,7 @@ class NamesakeConfig:
     # Share of groups whose N also has a distractor passage ("Travels of N": the dense index ranks it above N's own
     # article for the bare name, so the hasty answer becomes the distractor's city).
     distractor_rate: float = 0.0
-    test_fraction: float = 0.1  # share of groups whose two questions are held out
+    test_fraction: float = 0.1  # share of groups whose two questions are in each of dev and test
 
     def __post_init__(self) -> None:
         if not isinstance(self.groups, int) or self.groups < 2:

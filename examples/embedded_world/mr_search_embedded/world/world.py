@@ -23,7 +23,7 @@ misses and a second, better one can succeed -- the situation MR-Search's reflect
   Every question has exactly one answer and lists its gold passages in hop order; the answer string
   appears in the last one. Two-hop questions need two different passages, so one search with the
   question as query rarely suffices.
-* What a search finds (seed 0, held-out questions, the question text as query, top 3, the default
+* What a search finds (seed 0, dev questions, the question text as query, top 3, the default
   dense MiniLM service; ``python -m mr_search_embedded.world.stats --url .../retrieve``): the
   first-hop gold passage ranks first for 97% of single-hop and 95% of two-hop questions and is in the
   top 3 for 100% (BM25: 100% too), but both passages of a two-hop question are in the top 3 for 0%:
@@ -33,9 +33,10 @@ misses and a second, better one can succeed -- the situation MR-Search's reflect
   ``dev``: every question about 10% of the people and 10% of the companies, the ones held out before there was a
   dev split (seed 0: 350 questions, 37% two-hop). Every warm start, recipe and probe so far was chosen on them; they
   stay the split to choose on. ``test``: every question about a fresh draw from the other entities (its own
-  generator, ``draw_components``: 20 companies with their founders and 70 more people, 366 questions), which no
-  probe or choice has read: evaluate on it once, when everything is chosen. ``train``: the questions about the rest
-  that name no dev or test entity (2,977; 35 about companies whose founder is held out are dropped).
+  generator, ``draw_components``: 20 companies with their founders and 70 more people; 350 questions, 37%
+  two-hop), which no probe or choice has read: evaluate on it once, when everything is chosen. ``train``: the
+  questions about the rest whose gold passages name no dev or test entity (2,960; the 68 about companies whose
+  founder is held out are dropped).
 * Determinism. One ``random.Random(seed)`` drives everything; entities live in lists (never sets or
   hash-ordered containers); files are written with fixed key order and ``\\n`` line endings, so two
   builds with the same seed are byte-identical on any machine. ``meta.json`` records the sha256 of
