@@ -1,4 +1,4 @@
-"""The embedded world as verl parquet: RL layout, prompts, golds, caching."""
+"""The embedded world as verl parquet: three splits, RL layout, prompts, golds, caching."""
 
 from __future__ import annotations
 
@@ -10,18 +10,33 @@ import pytest
 
 from mr_search.data.rows import make_row
 from mr_search.prompts import question_prompt
-from mr_search_embedded.data import ensure_embedded_parquet
+from mr_search_embedded.data import EmbeddedParquet, ensure_embedded_parquet
 
 
 @pytest.fixture(scope="module")
-def parquet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
+def parquet(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, EmbeddedParquet]:
     cache = tmp_path_factory.mktemp("cache")
-    train, test = ensure_embedded_parquet(cache)
-    return cache, train, test
+    return cache, ensure_embedded_parquet(cache)
 
 
-def test_rows_follow_the_rl_layout(parquet: tuple[Path, Path, Path]) -> None:
-    cache, train, test = parquet
+def test_three_splits_each_with_its_split_hops_and_relation(parquet: tuple[Path, EmbeddedParquet]) -> None:
+    cache, paths = parquet
+    assert paths._fields == ("train", "dev", "test")
+    for split, path in zip(paths._fields, paths, strict=True):
+        assert path.name == f"{split}.parquet"
+        frame = pd.read_parquet(path)
+        world = [json.loads(line) for line in (cache / "world" / f"{split}.jsonl").read_text().splitlines()]
+        assert len(frame) == len(world)
+        infos = list(frame["extra_info"])
+        assert {info["split"] for info in infos} == {split}
+        assert [info["hops"] for info in infos] == [q["hops"] for q in world]
+        assert [info["relation"] for info in infos] == [q["relation"] for q in world]
+        assert {info["hops"] for info in infos} == {1, 2}
+    assert [len(pd.read_parquet(p)) for p in paths] == [2960, 350, 350]
+
+
+def test_rows_follow_the_rl_layout(parquet: tuple[Path, EmbeddedParquet]) -> None:
+    cache, (train, _, test) = parquet
     world_test = [json.loads(line) for line in (cache / "world" / "test.jsonl").read_text().splitlines()]
     frame = pd.read_parquet(test)
     assert list(frame.columns) == ["data_source", "prompt", "ability", "reward_model", "extra_info", "agent_name"]
@@ -39,15 +54,15 @@ def test_rows_follow_the_rl_layout(parquet: tuple[Path, Path, Path]) -> None:
     assert len(pd.read_parquet(train)) > len(frame)
 
 
-def test_second_call_reuses_the_cache(parquet: tuple[Path, Path, Path]) -> None:
-    cache, train, test = parquet
-    stamps = train.stat().st_mtime_ns, test.stat().st_mtime_ns
-    assert ensure_embedded_parquet(cache) == (train, test)
-    assert (train.stat().st_mtime_ns, test.stat().st_mtime_ns) == stamps
+def test_second_call_reuses_the_cache(parquet: tuple[Path, EmbeddedParquet]) -> None:
+    cache, paths = parquet
+    stamps = [p.stat().st_mtime_ns for p in paths]
+    assert ensure_embedded_parquet(cache) == paths
+    assert [p.stat().st_mtime_ns for p in paths] == stamps
 
 
 def test_a_changed_world_rewrites_the_parquet(tmp_path: Path) -> None:
-    train, _ = ensure_embedded_parquet(tmp_path)
+    train = ensure_embedded_parquet(tmp_path).train
     stamp = tmp_path / "data" / "embedded" / "stamp.json"
     stamp.write_text(json.dumps({"format": 0}))
     before = train.stat().st_mtime_ns
@@ -79,12 +94,12 @@ def test_two_concurrent_callers_write_the_parquet_once(
 
     monkeypatch.setattr(data, "write_parquet", slow_write)
     results = call_together(lambda: ensure_embedded_parquet(tmp_path), timeout=120)
-    assert [p.name for p in writes] == ["train.parquet", "test.parquet"], "written once, by one caller"
+    assert [p.name for p in writes] == ["train.parquet", "dev.parquet", "test.parquet"], "written once, by one caller"
     assert len(set(results)) == 1 and all(len(pd.read_parquet(p)) for p in results[0])
 
 
 def test_every_prompt_fits_both_presets_so_the_overlong_filter_drops_none(
-    parquet: tuple[Path, Path, Path], monkeypatch: pytest.MonkeyPatch
+    parquet: tuple[Path, EmbeddedParquet], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """verl's data.filter_overlong_prompts (on in both presets) keeps every embedded question: with the tiny policy's
     tokenizer each prompt is shorter than the embedded preset's max_prompt_length and the paper preset's. So the
@@ -94,7 +109,7 @@ def test_every_prompt_fits_both_presets_so_the_overlong_filter_drops_none(
 
     from mr_search_embedded.tiny_model import ensure_tiny_model
 
-    cache, train, test = parquet
+    cache, paths = parquet
     monkeypatch.setenv("MR_SEARCH_CACHE", str(cache))
     monkeypatch.delenv("MR_SEARCH_WORLD", raising=False)
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
@@ -103,7 +118,7 @@ def test_every_prompt_fits_both_presets_so_the_overlong_filter_drops_none(
         yaml.safe_load((configs / name).read_text())["data"]["max_prompt_length"]
         for name in ("mr_search_embedded.yaml", "recipe/paper.yaml")
     ]
-    for path in (train, test):
+    for path in paths:
         for messages in pd.read_parquet(path)["prompt"]:
             text = tokenizer.apply_chat_template(list(messages), add_generation_prompt=True, tokenize=False)
             length = len(tokenizer(text, add_special_tokens=False)["input_ids"])  # as verl's filter counts

@@ -60,6 +60,7 @@ def test_make_eval_uses_the_newest_run_and_stops_the_service_it_started(tmp_path
     results = json.loads((out / "results.json").read_text())
     assert list(results["methods"]) == ["embedded-k3-20250102-000000"]
     assert results["meta"]["questions"] == 4 and results["meta"]["K_eval"] == 2
+    assert results["meta"]["test data"].endswith("dev.parquet"), "make eval reads the dev split unless told"
     # The service the script started is gone: nothing answers on its port any more.
     with socket.socket() as sock, pytest.raises(OSError):
         sock.settimeout(2)
@@ -70,10 +71,11 @@ def test_make_eval_uses_the_newest_run_and_stops_the_service_it_started(tmp_path
     ("env", "message"),
     [
         ({"WORLD": "namesake"}, "WORLD is now MR_SEARCH_WORLD (WORLD=namesake given)"),
-        ({"MR_SEARCH_WORLD": "twins"}, "MR_SEARCH_WORLD=twins is not valid; use default or namesake"),
+        ({"MR_SEARCH_WORLD": "twins"}, "MR_SEARCH_WORLD=twins is not valid; use default, namesake or threehop"),
+        ({"SPLIT": "heldout"}, "SPLIT=heldout is not valid; use dev (default), test or train"),
     ],
 )
-def test_the_world_has_one_knob(tmp_path: Path, env: dict[str, str], message: str) -> None:
+def test_the_world_and_split_knobs_refuse_bad_values(tmp_path: Path, env: dict[str, str], message: str) -> None:
     inherited = {k: v for k, v in os.environ.items() if k not in ("WORLD", "MR_SEARCH_WORLD")}
     done = subprocess.run(
         ["bash", str(ROOT / "examples" / "embedded_world" / "scripts" / "eval.sh")],

@@ -28,9 +28,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 
 from mr_search_embedded.tiny_model import ensure_tiny_model
 from mr_search_embedded.warmstart.batches import bucketed_batches, pad_batch
-from mr_search_embedded.warmstart.lookup import LexicalIndex
+from mr_search_embedded.warmstart.inputs import warmstart_inputs
 from mr_search_embedded.warmstart.render import encode_all
-from mr_search_embedded.warmstart.train import WarmStartConfig, _read_jsonl, causal_lm_loss
+from mr_search_embedded.warmstart.train import WarmStartConfig, causal_lm_loss
 from mr_search_embedded.warmstart.transcripts import build_transcripts
 from mr_search_embedded.world.world import ensure_world
 
@@ -74,9 +74,10 @@ def main() -> int:
     world, base = ensure_world(), ensure_tiny_model()
     tokenizer = AutoTokenizer.from_pretrained(base)
     config = WarmStartConfig()
+    index, questions = warmstart_inputs(world)
     transcripts = build_transcripts(
-        _read_jsonl(world.train),
-        LexicalIndex(_read_jsonl(world.corpus)),
+        questions,
+        index,
         40 * args.batch_size,
         replace(config.transcripts, attempts=1),
     )

@@ -27,9 +27,9 @@ from transformers import AutoModelForCausalLM, AutoTokenizer
 from mr_search.agent.tokens import EnvEncoder
 from mr_search_embedded.tiny_model import ensure_tiny_model
 from mr_search_embedded.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
-from mr_search_embedded.warmstart.lookup import LexicalIndex
+from mr_search_embedded.warmstart.inputs import warmstart_inputs
 from mr_search_embedded.warmstart.render import encode_all
-from mr_search_embedded.warmstart.train import WarmStartConfig, _read_jsonl, train_step, transcript_mix
+from mr_search_embedded.warmstart.train import WarmStartConfig, train_step, transcript_mix
 from mr_search_embedded.world.world import ensure_world
 
 V5 = replace(WarmStartConfig(), window_steps=0, steps=900, bf16=False)
@@ -69,7 +69,7 @@ def main() -> int:
     config = WarmStartConfig()
     world, base = ensure_world(), ensure_tiny_model()
     tokenizer = AutoTokenizer.from_pretrained(base)
-    index, questions = LexicalIndex(_read_jsonl(world.corpus)), _read_jsonl(world.train)
+    index, questions = warmstart_inputs(world)
     transcripts = transcript_mix(questions, index, config, count=400)
     examples = encode_all(transcripts, tokenizer, EnvEncoder(tokenizer))
     pad = tokenizer.pad_token_id

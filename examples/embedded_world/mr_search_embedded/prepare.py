@@ -1,11 +1,12 @@
 """``python -m mr_search_embedded.prepare [WHAT ...]``: builds (once, cached) what the embedded default needs and
 prints the paths asked for, one a line, in the order asked.
 
-WHAT: ``corpus`` (the world's passages, JSON lines), ``train`` and ``test`` (verl parquet), ``dense-index`` and
+WHAT: ``corpus`` (the world's passages, JSON lines), ``train``, ``dev`` and ``test`` (verl parquet: train on
+``train``, choose on ``dev``, evaluate once on ``test``; ``world/world.py`` says which is which), ``dense-index`` and
 ``bm25-index`` (the retrieval service's indexes of the corpus), ``policy`` (the warm-started tiny policy; the first
 build takes a few minutes), ``all`` (every one, in that order). The product's launchers call this for their
 embedded defaults, so neither the plugin nor the retrieval service imports the world. ``$MR_SEARCH_WORLD`` picks the
-world (``default`` or ``namesake``), ``$MR_SEARCH_CACHE`` the cache folder.
+world (``default``, ``namesake`` or ``threehop``), ``$MR_SEARCH_CACHE`` the cache folder.
 """
 
 from __future__ import annotations
@@ -24,11 +25,11 @@ def corpus() -> Path:
     return Path(ensure_world().corpus)
 
 
-def _parquet(index: int) -> Callable[[], Path]:
+def _parquet(split: str) -> Callable[[], Path]:
     def build() -> Path:
         from mr_search_embedded.data import ensure_embedded_parquet
 
-        return ensure_embedded_parquet()[index]
+        return getattr(ensure_embedded_parquet(), split)
 
     return build
 
@@ -53,8 +54,9 @@ def policy() -> Path:
 
 PIECES: Final[dict[str, Callable[[], Path]]] = {
     "corpus": corpus,
-    "train": _parquet(0),
-    "test": _parquet(1),
+    "train": _parquet("train"),
+    "dev": _parquet("dev"),
+    "test": _parquet("test"),
     "dense-index": _index("dense"),
     "bm25-index": _index("bm25"),
     "policy": policy,

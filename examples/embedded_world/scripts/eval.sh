@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# `make eval`: evaluates a policy on the embedded world's held-out questions through the meta-episode loop
-# (greedy, K_EVAL attempts) and writes results.md, results.json, em_by_attempt.png and trajectories.html.
+# `make eval`: evaluates a policy on the embedded world's dev questions (SPLIT=test: the test split, for the one final
+# evaluation) through the meta-episode loop (greedy, K_EVAL attempts) and writes results.md, results.json,
+# em_by_attempt.png and trajectories.html.
 #
 #   bash examples/embedded_world/scripts/eval.sh                       # latest quickstart run under runs/, else the untrained tiny model
 #   MODEL_PATH=runs/<run> bash examples/embedded_world/scripts/eval.sh # a run folder, a global_step_N checkpoint or an HF folder
 #   K_EVAL=6 MAX_QUESTIONS=20 bash examples/embedded_world/scripts/eval.sh
 #   MR_SEARCH_WORLD=namesake MODEL_PATH=... bash examples/embedded_world/scripts/eval.sh   # the namesake world's questions
+#   MR_SEARCH_WORLD=threehop MODEL_PATH=... bash examples/embedded_world/scripts/eval.sh   # the threehop world's
 #
 # Every knob is an environment variable; extra arguments go to `python -m mr_search.eval` unchanged.
 set -euo pipefail
@@ -15,11 +17,15 @@ PYTHON="${PYTHON:-python}"
 export MR_SEARCH_CACHE="${MR_SEARCH_CACHE:-$HOME/.cache/mr_search}"
 
 # --- world ---
-MR_SEARCH_WORLD="${MR_SEARCH_WORLD:-default}"  # default | namesake: the embedded world, as every Python step reads it
+MR_SEARCH_WORLD="${MR_SEARCH_WORLD:-default}"  # default | namesake | threehop: the embedded world, as every Python
+                                               # step reads it
 [[ -z "${WORLD+x}" ]] || { echo "eval.sh: WORLD is now MR_SEARCH_WORLD (WORLD=$WORLD given)" >&2; exit 1; }
-[[ "$MR_SEARCH_WORLD" =~ ^(default|namesake)$ ]] \
-  || { echo "eval.sh: MR_SEARCH_WORLD=$MR_SEARCH_WORLD is not valid; use default or namesake" >&2; exit 1; }
+[[ "$MR_SEARCH_WORLD" =~ ^(default|namesake|threehop)$ ]] \
+  || { echo "eval.sh: MR_SEARCH_WORLD=$MR_SEARCH_WORLD is not valid; use default, namesake or threehop" >&2; exit 1; }
 export MR_SEARCH_WORLD
+SPLIT="${SPLIT:-dev}"                 # dev (to choose on) | test (once, when everything is chosen) | train
+[[ "$SPLIT" =~ ^(train|dev|test)$ ]] \
+  || { echo "eval.sh: SPLIT=$SPLIT is not valid; use dev (default), test or train" >&2; exit 1; }
 
 # --- model ---
 MODEL_PATH="${MODEL_PATH:-}"          # empty: the newest runs/embedded-* run with a checkpoint, else the tiny model
@@ -28,7 +34,7 @@ LABEL="${LABEL:-}"                    # row label in the table; empty: derived f
 
 # --- evaluation (defaults: the embedded training sizes, configs/mr_search_embedded.yaml) ---
 K_EVAL="${K_EVAL:-3}"                 # attempts per meta-episode (may differ from K at training)
-MAX_QUESTIONS="${MAX_QUESTIONS:-}"    # first N questions per data source; empty: all held-out questions
+MAX_QUESTIONS="${MAX_QUESTIONS:-}"    # first N questions per data source; empty: all of the split's
 MAX_TURNS="${MAX_TURNS:-3}"           # model turns per attempt
 TOPK="${TOPK:-3}"                     # passages per search
 MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-48}"      # new tokens per model turn
@@ -41,13 +47,13 @@ CONCURRENCY="${CONCURRENCY:-32}"
 TORCH_THREADS="${TORCH_THREADS:-1}"
 
 # --- retrieval ---
-# base URL (POST /retrieve, GET /health); the namesake world's own port as in compare.sh, so a default-world service
-# on 8000 never answers for it
-if [[ "$MR_SEARCH_WORLD" == default ]]; then
-  RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
-else
-  RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8019}"
-fi
+# base URL (POST /retrieve, GET /health); each opt-in world has its own port (namesake's as in compare.sh), so
+# another world's service never answers for it
+case "$MR_SEARCH_WORLD" in
+  default) RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}" ;;
+  namesake) RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8019}" ;;
+  threehop) RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8020}" ;;
+esac
 START_RETRIEVER="${START_RETRIEVER:-auto}"    # auto: start retrieval_launch.sh when /health is silent; no: never
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 
@@ -87,7 +93,7 @@ LABEL="${LABEL:-$(basename "$MODEL_PATH")}"
 OUT_DIR="${OUT_DIR:-$ROOT/runs/eval/${LABEL}-$(date +%Y%m%d-%H%M%S)}"
 
 # --- data ---
-TEST_FILE="$("$PYTHON" -c 'from mr_search_embedded.data import ensure_embedded_parquet; print(ensure_embedded_parquet()[1])')"
+DATA_FILE="$("$PYTHON" -m mr_search_embedded.prepare "$SPLIT" | tail -n 1)"
 
 # --- retrieval service ---
 if ! retrieval_healthy "$RETRIEVER_URL"; then
@@ -98,7 +104,7 @@ fi
 
 # --- evaluate ---
 args=(
-  --model "$LABEL=$MODEL_PATH" --data "$TEST_FILE" --out "$OUT_DIR"
+  --model "$LABEL=$MODEL_PATH" --data "$DATA_FILE" --out "$OUT_DIR"
   --retriever-url "$RETRIEVER_URL/retrieve"
   --attempts "$K_EVAL" --max-turns "$MAX_TURNS" --topk "$TOPK" --max-new-tokens "$MAX_NEW_TOKENS"
   --max-information-tokens "$MAX_INFO_TOKENS" --prompt-length "$PROMPT_LENGTH" --response-length "$RESPONSE_LENGTH"

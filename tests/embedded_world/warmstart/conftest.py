@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from mr_search_embedded.world.splits import HeldOut
 from mr_search_embedded.world.world import WorldPaths
 
 PASSAGES = [
@@ -62,7 +63,9 @@ def mini_world(tmp_path_factory) -> WorldPaths:
             for i, (q, a, docs, relation) in enumerate(QUESTIONS)
         ],
     )
+    _write(paths.dev, [])
     _write(paths.test, [])
+    paths.held_out.write_text(HeldOut((), ()).to_json())
     paths.meta.write_text("{}")
     return paths
 
@@ -117,9 +120,10 @@ def tokenizer(tiny_policy):
 
 @pytest.fixture(scope="module")
 def small_namesake():
-    """The namesake world with 24 groups: its lexical index and training questions."""
-    from mr_search_embedded.warmstart.lookup import LexicalIndex
+    """The namesake world with 24 groups: the warm start's lexical index of it (held-out passages hidden) and its
+    training questions."""
+    from mr_search_embedded.warmstart.inputs import training_index
     from mr_search_embedded.world.namesake import NamesakeConfig, build_namesake_world
 
-    corpus, train, _ = build_namesake_world(0, NamesakeConfig(groups=24))
-    return LexicalIndex(corpus), train
+    world = build_namesake_world(0, NamesakeConfig(groups=24))
+    return training_index(world.corpus, world.held_out), world.train

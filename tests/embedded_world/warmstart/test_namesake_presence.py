@@ -166,7 +166,8 @@ def test_fresh_window_names_can_use_every_word_held_out_names_use(small_namesake
     """The windows draw N from ``world_name_words`` (the words every name of the world recombines, held-out ones
     included), never a name the corpus has."""
     index, train = small_namesake
-    _, _, test = build_namesake_world(0, NamesakeConfig(groups=24))
+    world = build_namesake_world(0, NamesakeConfig(groups=24))
+    test = world.dev + world.test
     firsts, lasts = NAME_WORDS
     held_out = {index.doc(row["gold_doc_ids"][0])["title"] for row in test if row["relation"] == RETRY_RELATION}
     assert held_out and all(n.split()[0] in firsts and n.split()[-1] in lasts for n in held_out)

@@ -26,16 +26,21 @@ from mr_search_embedded.world.namesake import (
     trained_name_words,
 )
 from mr_search_embedded.world.variant import variant_cache_dir, world_variant
-from mr_search_embedded.world.world import build_world, ensure_world
+from mr_search_embedded.world.world import WorldRows, build_world, ensure_world
 
-# sha256 of json.dumps(build_namesake_world(0), sort_keys=True): the world reports/compare_namesake used; a change to
-# the generator shows here.
-WORLD_SHA256 = "3129007a9e5bfe5eef23bdeb91ac3f25d620c491cee0e06a865b7378e1b9fc59"
+# sha256 of json.dumps(build_namesake_world(0) as (corpus, train, dev, test, held-out names), sort_keys=True); its
+# corpus and dev split are those reports/compare_namesake used (test_splits.py); a change to the generator shows here.
+WORLD_SHA256 = "b4256a94d078441f8a267722b7685414b4a1d56f1b92b82b3233afbd06fb407b"
 
 
 @pytest.fixture(scope="module")
-def worlds() -> tuple[tuple[list, list, list], tuple[list, list, list]]:
+def worlds() -> tuple[WorldRows, WorldRows]:
     return build_world(0), build_namesake_world(0)
+
+
+def _sha(world: WorldRows) -> str:
+    payload = [world.corpus, world.train, world.dev, world.test, [list(world.held_out.dev), list(world.held_out.test)]]
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
 
 
 def _words(text: str) -> set[str]:
@@ -44,29 +49,32 @@ def _words(text: str) -> set[str]:
 
 def test_two_builds_are_identical_and_pinned(worlds) -> None:
     assert build_namesake_world(0) == worlds[1]
-    assert hashlib.sha256(json.dumps(worlds[1], sort_keys=True).encode()).hexdigest() == WORLD_SHA256
+    assert _sha(worlds[1]) == WORLD_SHA256
 
 
 def test_the_default_worlds_questions_are_kept_as_the_control(worlds) -> None:
-    (base_corpus, base_train, base_test), (corpus, train, test) = worlds
-    assert len(corpus) == len(base_corpus) + NamesakeConfig().groups * (2 + len(PRESENCE_EXTRAS))
-    # Held-out: the default world's questions first, in their order, with the same gold passages' text.
-    assert [q["question"] for q in test[: len(base_test)]] == [q["question"] for q in base_test]
-    for old, new in zip(base_test, test[: len(base_test)], strict=True):
-        assert old["golden_answers"] == new["golden_answers"] and old["data_source"] == new["data_source"]
-        assert [base_corpus[int(i)]["contents"] for i in old["gold_doc_ids"]] == [
-            corpus[int(i)]["contents"] for i in new["gold_doc_ids"]
-        ]
-    assert sorted(q["question"] for q in base_train) == sorted(
-        q["question"] for q in train if q["relation"] not in (RETRY_RELATION, CONTROL_RELATION)
+    base, world = worlds
+    corpus = world.corpus
+    assert len(corpus) == len(base.corpus) + NamesakeConfig().groups * (2 + len(PRESENCE_EXTRAS))
+    # Dev and test: the default world's questions first, in their order, with the same gold passages' text.
+    for base_split, split in ((base.dev, world.dev), (base.test, world.test)):
+        assert [q["question"] for q in split[: len(base_split)]] == [q["question"] for q in base_split]
+        for old, new in zip(base_split, split[: len(base_split)], strict=True):
+            assert old["golden_answers"] == new["golden_answers"] and old["data_source"] == new["data_source"]
+            assert [base.corpus[int(i)]["contents"] for i in old["gold_doc_ids"]] == [
+                corpus[int(i)]["contents"] for i in new["gold_doc_ids"]
+            ]
+    assert sorted(q["question"] for q in base.train) == sorted(
+        q["question"] for q in world.train if q["relation"] not in (RETRY_RELATION, CONTROL_RELATION)
     )
     assert [row["id"] for row in corpus] == [str(i) for i in range(len(corpus))]
 
 
 def test_a_namesake_questions_first_search_shows_no_profession_word_and_a_wrong_city(worlds) -> None:
-    corpus, train, test = worlds[1]
-    retry = [q for q in train + test if q["relation"] == RETRY_RELATION]
-    control = [q for q in train + test if q["relation"] == CONTROL_RELATION]
+    world = worlds[1]
+    corpus, questions = world.corpus, world.train + world.dev + world.test
+    retry = [q for q in questions if q["relation"] == RETRY_RELATION]
+    control = [q for q in questions if q["relation"] == CONTROL_RELATION]
     assert len(retry) == len(control) == NamesakeConfig().groups
     for q in retry:
         assert q["data_source"] == RETRY_SOURCE
@@ -90,26 +98,31 @@ def test_a_namesake_questions_first_search_shows_no_profession_word_and_a_wrong_
 
 
 def test_held_out_groups_are_disjoint_from_training(worlds) -> None:
-    corpus, train, test = worlds[1]
+    world = worlds[1]
 
     def names(rows):
-        return {corpus[int(q["gold_doc_ids"][0])]["title"] for q in rows if q["relation"] in (RETRY_RELATION,)}
+        return {world.corpus[int(q["gold_doc_ids"][0])]["title"] for q in rows if q["relation"] in (RETRY_RELATION,)}
 
-    held = names(test)
-    assert held and not held & names(train)
-    assert len(held) == round(NamesakeConfig().test_fraction * NamesakeConfig().groups)
+    dev, test = names(world.dev), names(world.test)
+    assert dev and test and not dev & test and not (dev | test) & names(world.train)
+    assert len(dev) == len(test) == round(NamesakeConfig().test_fraction * NamesakeConfig().groups)
+    assert dev <= set(world.held_out.dev) and test <= set(world.held_out.test)
 
 
 def test_names_are_recombined_from_words_of_training_questions(worlds) -> None:
-    (base_corpus, base_train, _), (corpus, train, test) = worlds
+    base, world = worlds
+    # The default world's training questions before the dev split: its train and test ones (and some it now drops,
+    # which name no person).
+    base_train = base.train + base.test
     asked = set(re.findall(r"\w+", " ".join(q["question"] for q in base_train)))
-    names = [corpus[int(q["gold_doc_ids"][0])]["title"] for q in train + test if q["relation"] == RETRY_RELATION]
+    questions = world.train + world.dev + world.test
+    names = [world.corpus[int(q["gold_doc_ids"][0])]["title"] for q in questions if q["relation"] == RETRY_RELATION]
     assert all(len(n.split()) == 2 for n in names)
     assert all(w in asked for n in names for w in n.split()), "every name word occurs in a training question"
     firsts, lasts = trained_name_words(build_facts(random.Random(0), WorldConfig()), base_train)
     assert {n.split()[0] for n in names} <= set(firsts) and {n.split()[1] for n in names} <= set(lasts)
     assert len(set(names)) == len(names), "each group its own name"
-    assert not set(names) & {row["title"] for row in base_corpus}, "no name is one of the default world's"
+    assert not set(names) & {row["title"] for row in base.corpus}, "no name is one of the default world's"
 
 
 def test_bad_namesake_config_says_what_is_wrong() -> None:
@@ -137,7 +150,7 @@ def test_the_variant_lives_in_its_own_cache(monkeypatch: pytest.MonkeyPatch, tmp
     with pytest.raises(ValueError, match="refusing to replace"):
         ensure_world(tmp_path)  # an explicit folder that holds the default world
     monkeypatch.setenv("MR_SEARCH_WORLD", "nope")
-    with pytest.raises(ValueError, match=r"MR_SEARCH_WORLD='nope'.*default, namesake"):
+    with pytest.raises(ValueError, match=r"MR_SEARCH_WORLD='nope'.*default, namesake, threehop"):
         world_variant()
 
 
@@ -158,7 +171,7 @@ def _word_search(corpus: list[dict]):
 
 
 def test_stats_rank_the_answer_passage_for_each_query(worlds) -> None:
-    corpus, _, test = worlds[1]
+    corpus, test = worlds[1].corpus, worlds[1].test
     by_id = {row["id"]: row for row in corpus}
     summary, per_question = namesake_stats.measure(test, by_id, _word_search(corpus), topk=3, depth=20)
     retry, control = summary[RETRY_RELATION], summary[CONTROL_RELATION]
@@ -172,7 +185,7 @@ def test_stats_rank_the_answer_passage_for_each_query(worlds) -> None:
 
 
 def test_stats_refuse_a_world_without_namesakes(worlds) -> None:
-    corpus, _, test = worlds[0]
+    corpus, test = worlds[0].corpus, worlds[0].test
     with pytest.raises(ValueError, match="MR_SEARCH_WORLD=namesake"):
         namesake_stats.measure(test, {r["id"]: r for r in corpus}, _word_search(corpus))
 

@@ -29,7 +29,8 @@ def small_dense():
     from mr_search_retrieval.config import EncoderConfig
     from mr_search_retrieval.encoders import HFEncoder
 
-    corpus, train, test = build_namesake_world(0, SMALL)
+    world = build_namesake_world(0, SMALL)
+    corpus = world.corpus
     encoder = HFEncoder(EncoderConfig())
     passages = encoder.encode_passages([row["contents"] for row in corpus])
 
@@ -37,7 +38,7 @@ def small_dense():
         scores = encoder.encode_queries(queries) @ passages.T
         return [[str(i) for i in row[:topk]] for row in np.argsort(-scores, axis=1, kind="stable")]
 
-    return corpus, train + test, search
+    return corpus, world.train + world.dev + world.test, search
 
 
 def test_the_natural_search_shows_the_profession_for_a_control_only(small_dense) -> None:

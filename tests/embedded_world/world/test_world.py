@@ -1,4 +1,5 @@
-"""The embedded world: deterministic, consistent gold passages, real two-hop questions, disjoint splits."""
+"""The embedded world: deterministic, consistent gold passages, real two-hop questions, three splits
+(``test_splits.py`` checks how they are drawn)."""
 
 from __future__ import annotations
 
@@ -35,7 +36,8 @@ def test_two_builds_are_byte_identical_even_across_hash_seeds(world: WorldPaths,
     env = {**os.environ, "PYTHONHASHSEED": "12345"}
     subprocess.run([sys.executable, "-c", code, str(tmp_path)], check=True, env=env)
     other = WorldPaths.under(tmp_path)
-    for mine, theirs in ((world.corpus, other.corpus), (world.train, other.train), (world.test, other.test)):
+    for name in ("corpus", "train", "dev", "test", "held_out"):
+        mine, theirs = getattr(world, name), getattr(other, name)
         assert mine.read_bytes() == theirs.read_bytes(), f"{mine.name} differs between two builds with seed 0"
 
 
@@ -45,10 +47,10 @@ def test_another_seed_gives_another_world(world: WorldPaths, tmp_path: Path) -> 
 
 
 def test_sizes_fit_a_tiny_model(world: WorldPaths, corpus: dict[str, dict]) -> None:
-    train, test = _rows(world.train), _rows(world.test)
+    train, dev, test = _rows(world.train), _rows(world.dev), _rows(world.test)
     assert 2000 <= len(corpus) <= 4000
     assert len(train) >= 2000
-    assert 200 <= len(test) <= 600
+    assert 200 <= len(dev) <= 600 and 200 <= len(test) <= 600
     assert all(len(row["text"].split()) <= 40 for row in corpus.values()), "passages must stay short"
 
 
@@ -59,7 +61,7 @@ def test_corpus_rows_follow_the_wiki18_layout(corpus: dict[str, dict]) -> None:
 
 
 def test_every_gold_doc_exists_and_holds_the_answer(world: WorldPaths, corpus: dict[str, dict]) -> None:
-    for row in _rows(world.train) + _rows(world.test):
+    for row in _rows(world.train) + _rows(world.dev) + _rows(world.test):
         assert row["gold_doc_ids"], row
         for doc_id in row["gold_doc_ids"]:
             assert doc_id in corpus, f"{row['id']}: gold doc {doc_id} is not in the corpus"
@@ -68,7 +70,7 @@ def test_every_gold_doc_exists_and_holds_the_answer(world: WorldPaths, corpus: d
 
 
 def test_two_hop_questions_need_two_different_passages(world: WorldPaths, corpus: dict[str, dict]) -> None:
-    two_hop = [row for row in _rows(world.train) + _rows(world.test) if row["hops"] == 2]
+    two_hop = [row for row in _rows(world.train) + _rows(world.dev) + _rows(world.test) if row["hops"] == 2]
     assert len(two_hop) >= 500
     for row in two_hop:
         first, second = row["gold_doc_ids"]
@@ -80,17 +82,20 @@ def test_two_hop_questions_need_two_different_passages(world: WorldPaths, corpus
 
 
 def test_questions_have_the_shared_schema(world: WorldPaths) -> None:
-    for row in _rows(world.train) + _rows(world.test):
+    for row in _rows(world.train) + _rows(world.dev) + _rows(world.test):
         assert {"id", "question", "golden_answers", "gold_doc_ids", "hops", "data_source"} <= set(row)
         assert row["data_source"] == f"embedded_{row['hops']}hop"
         assert row["question"].endswith("?")
 
 
-def test_train_and_test_are_disjoint(world: WorldPaths) -> None:
-    train, test = _rows(world.train), _rows(world.test)
-    assert not {r["question"] for r in train} & {r["question"] for r in test}
-    assert not {r["id"] for r in train} & {r["id"] for r in test}
-    assert {r["hops"] for r in test} == {1, 2}, "the test set must hold both kinds of questions"
+def test_the_three_splits_are_disjoint(world: WorldPaths) -> None:
+    splits = {name: _rows(world.split(name)) for name in ("train", "dev", "test")}
+    for a, b in (("train", "dev"), ("train", "test"), ("dev", "test")):
+        assert not {r["question"] for r in splits[a]} & {r["question"] for r in splits[b]}, (a, b)
+        assert not {r["id"] for r in splits[a]} & {r["id"] for r in splits[b]}, (a, b)
+    for name in ("dev", "test"):
+        assert {r["hops"] for r in splits[name]} == {1, 2}, f"the {name} split must hold both kinds of questions"
+        assert all(r["id"].startswith(f"embedded-{name}-") for r in splits[name])
 
 
 def test_names_have_near_duplicates_and_distractors(corpus: dict[str, dict]) -> None:
@@ -110,7 +115,7 @@ def test_names_have_near_duplicates_and_distractors(corpus: dict[str, dict]) -> 
 
 def test_each_question_has_one_answer(world: WorldPaths) -> None:
     seen: dict[str, list[str]] = {}
-    for row in _rows(world.train) + _rows(world.test):
+    for row in _rows(world.train) + _rows(world.dev) + _rows(world.test):
         assert seen.setdefault(row["question"], row["golden_answers"]) == row["golden_answers"], row["question"]
 
 

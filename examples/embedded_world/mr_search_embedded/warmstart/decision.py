@@ -49,11 +49,12 @@ def question_profession(question: str, subject: str) -> str:
 
 
 def world_name_words(meta: Mapping[str, Any]) -> tuple[list[str], list[str]]:
-    """``(first names, surnames)`` that the namesake world's names recombine (``namesake.trained_name_words``: the
-    words of every default-world person named in a training question), for the world whose ``meta.json`` is ``meta``
-    (its ``seed`` and ``config``, the default world's ``WorldConfig``)."""
+    """``(first names, surnames)`` that the namesake world's names recombine (``namesake.name_words``: the words of
+    every default-world person named in a question other than a dev one), for the world whose ``meta.json`` is
+    ``meta`` (its ``seed`` and ``config``, the default world's ``WorldConfig``). Words only: a window's name is never
+    a corpus title, so never a held-out person's or group's."""
     from mr_search_embedded.world.facts import WorldConfig, build_facts
-    from mr_search_embedded.world.namesake import trained_name_words
+    from mr_search_embedded.world.namesake import name_words
     from mr_search_embedded.world.world import build_world
 
     if "seed" not in meta or "config" not in meta:
@@ -62,7 +63,7 @@ def world_name_words(meta: Mapping[str, Any]) -> tuple[list[str], list[str]]:
             "world (MR_SEARCH_WORLD=namesake python -m mr_search_embedded.prepare corpus)"
         )
     seed, config = int(meta["seed"]), WorldConfig(**meta["config"])
-    return trained_name_words(build_facts(random.Random(seed), config), build_world(seed, config)[1])
+    return name_words(build_world(seed, config), build_facts(random.Random(seed), config))
 
 
 def presence_windows(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 _WORD = re.compile(r"\w+")
@@ -26,20 +26,25 @@ class LexicalIndex:
 
     Deterministic: ties keep corpus order. Good enough to give synthetic searches realistic results:
     the asked-about entity's article first, its near-duplicate twins and distractor passages after it.
+    ``hidden``: ids of passages a search never returns (the warm start's: those naming a dev or test entity,
+    ``inputs.py``); ``docs`` and ``doc`` still hold every passage.
     """
 
-    def __init__(self, docs: Sequence[Mapping[str, Any]]) -> None:
+    def __init__(self, docs: Sequence[Mapping[str, Any]], hidden: Collection[str] = ()) -> None:
         if not docs:
             raise ValueError("LexicalIndex: the corpus is empty; build the embedded world first (ensure_world)")
         self.docs = list(docs)
         self._by_id = {str(doc["id"]): doc for doc in self.docs}
+        self.hidden = frozenset(str(i) for i in hidden)
         # Postings: term -> [(position, min(count, 2))] in corpus order (a search touches only matching passages).
         self._postings: dict[str, list[tuple[int, int]]] = {}
         for position, doc in enumerate(self.docs):
+            if str(doc["id"]) in self.hidden:
+                continue
             title, _, text = str(doc["contents"]).partition("\n")
             for term, count in Counter(words(title) * 2 + words(text)).items():
                 self._postings.setdefault(term, []).append((position, min(count, 2)))
-        size = len(self.docs)
+        size = sum(str(doc["id"]) not in self.hidden for doc in self.docs)
         self._idf = {term: math.log(1 + size / len(posting)) for term, posting in self._postings.items()}
 
     def doc(self, doc_id: str) -> Mapping[str, Any]:

@@ -1,7 +1,8 @@
 """The supervised warm start: a short causal-LM pass over synthetic transcripts, cached as an HF model dir.
 
-Two configs are built: the default world's (``WarmStartConfig()``) and the namesake world's
-(``namesake_warmstart_config``); ``warmstart_config`` picks one for a world, either with outcome feedback.
+Three configs are built: the default world's (``WarmStartConfig()``), the namesake world's
+(``namesake_warmstart_config``) and the threehop world's (``threehop_warmstart_config``); ``warmstart_config`` picks
+one for a world, either with outcome feedback. Each reads its world's training questions only (``inputs.py``).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from mr_search.agent.tokens import EnvEncoder
 from mr_search_embedded.tiny_model import cache_root, ensure_tiny_model
 from mr_search_embedded.warmstart.batches import Batch, WindowSampler, bucketed_batches, pad_batch
 from mr_search_embedded.warmstart.decision import presence_windows, world_name_words
+from mr_search_embedded.warmstart.inputs import warmstart_inputs
 from mr_search_embedded.warmstart.lookup import LexicalIndex
 from mr_search_embedded.warmstart.render import Encoded, encode_all
 from mr_search_embedded.warmstart.threads import ThreadTuner, TunerConfig, default_candidates
@@ -42,7 +44,8 @@ logger = logging.getLogger(__name__)
 #    text); torch threads chosen by timing steps (threads.py).
 # 6: a window stage first (short slices of the transcripts' bodies, where copying is learned cheaply), then whole
 #    transcripts; bf16 autocast.
-WARMSTART_VERSION = 6
+# 7: the transcripts' search hides every passage that names a dev or test entity (inputs.py); max_hops.
+WARMSTART_VERSION = 7
 
 
 @dataclass(frozen=True)
@@ -130,6 +133,8 @@ class WarmStartConfig:
             has native bf16 (AVX512-BF16 or AMX; elsewhere float32, which is faster there).
         transcripts: how the transcripts are drawn (attempts K, top-k, slip and check rates, seed).
         seed: torch seed (batch order and initialisation of the optimizer state).
+        max_hops: transcripts are drawn from the training questions of at most this many hops (None: all; the
+            threehop world's: 2, so no transcript holds a three-hop question).
     """
 
     num_transcripts: int = 5000
@@ -149,6 +154,7 @@ class WarmStartConfig:
     bf16: bool = True
     transcripts: TranscriptConfig = field(default_factory=TranscriptConfig)
     seed: int = 0
+    max_hops: int | None = None
 
     def __post_init__(self) -> None:
         positive = ("num_transcripts", "steps", "batch_size", "max_length", "window_batch_size")
@@ -157,6 +163,8 @@ class WarmStartConfig:
                 raise ValueError(f"WarmStartConfig.{name}={getattr(self, name)}: use a positive integer")
         if self.window_steps < 0:
             raise ValueError(f"WarmStartConfig.window_steps={self.window_steps}: use 0 (no window stage) or more")
+        if self.max_hops is not None and self.max_hops < 1:
+            raise ValueError(f"WarmStartConfig.max_hops={self.max_hops}: use None (every question) or at least 1")
         if self.decision_windows_per_step < 0:
             raise ValueError(
                 f"WarmStartConfig.decision_windows_per_step={self.decision_windows_per_step}: use 0 (none) or more"
@@ -233,13 +241,26 @@ def namesake_warmstart_config(outcome_feedback: bool = False) -> WarmStartConfig
     )
 
 
+def threehop_warmstart_config(outcome_feedback: bool = False) -> WarmStartConfig:
+    """The threehop world's warm start (``MR_SEARCH_WORLD=threehop``): the default world's, drawn from the threehop
+    world's one- and two-hop training questions only (``max_hops=2``). It supervises the format, searching the
+    asked-about entity and then a bridge entity within one attempt, and the default's retries after a wrong first
+    attempt (a two-hop slip continued from its passages at the next attempt included); no transcript holds a
+    three-hop question, so none shows one solved, in one attempt or across attempts."""
+    return replace(warmstart_config(outcome_feedback), max_hops=2)
+
+
 def warmstart_config(outcome_feedback: bool = False, world: str = "default") -> WarmStartConfig:
-    """The warm start of ``world`` (``MR_SEARCH_WORLD``: ``default`` or ``namesake``): the default world's
-    ``WarmStartConfig()``, or ``namesake_warmstart_config()``; ``outcome_feedback``: its reflection turns say whether
-    the previous answer was right, for training and evaluating with ``mr_search.episode.outcome_feedback``
-    (MAGE-style; paper: off)."""
+    """The warm start of ``world`` (``MR_SEARCH_WORLD``: ``default``, ``namesake`` or ``threehop``): the default
+    world's ``WarmStartConfig()``, ``namesake_warmstart_config()`` or ``threehop_warmstart_config()``;
+    ``outcome_feedback``: its reflection turns say whether the previous answer was right, for training and evaluating
+    with ``mr_search.episode.outcome_feedback`` (MAGE-style; paper: off)."""
     if world == "namesake":
         return namesake_warmstart_config(outcome_feedback)
+    if world == "threehop":
+        return threehop_warmstart_config(outcome_feedback)
+    if world != "default":
+        raise ValueError(f"warm start: no config for the world {world!r}; use default, namesake or threehop")
     return WarmStartConfig(transcripts=TranscriptConfig(outcome_feedback=outcome_feedback))
 
 
@@ -338,8 +359,10 @@ def supervised_pass(
 
 def transcript_mix(questions: Sequence[dict], index: LexicalIndex, config: WarmStartConfig, count: int = 0) -> list:
     """The warm start's transcripts: ``count`` (default ``config.num_transcripts``), a ``single_attempt_share`` of
-    them one attempt long, the rest with all K attempts."""
+    them one attempt long, the rest with all K attempts, over the ``questions`` of at most ``config.max_hops`` hops."""
     count = count or config.num_transcripts
+    if config.max_hops is not None:
+        questions = [q for q in questions if int(q["hops"]) <= config.max_hops]
     single = round(count * config.single_attempt_share)
     one_attempt = replace(config.transcripts, attempts=1, seed=config.transcripts.seed + 1)
     return build_transcripts(questions, index, single, one_attempt) + build_transcripts(
@@ -459,11 +482,6 @@ def resolve_device(device: str) -> str:
     return device
 
 
-def _read_jsonl(path: Path) -> list[dict]:
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
-
-
 def _fingerprint(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()[:12]
 
@@ -471,15 +489,15 @@ def _fingerprint(path: Path) -> str:
 def warmstart_key(config: WarmStartConfig, base: Path, world, device: str = "cpu") -> tuple[str, dict[str, Any]]:
     """``(key, payload)``: the cache key of the warm start ``config`` trains from the tiny policy in ``base`` on
     ``world`` (a ``WorldPaths``) on ``device`` (``cpu`` or ``cuda``: other arithmetic, keyed apart); the payload
-    names the config's key and fingerprints of the base's config and tokenizer and of the world's corpus and
-    training questions. On the CPU the key leaves the arithmetic out (``config.bf16`` asks for bf16 autocast where
-    the CPU has native bf16, float32 elsewhere; both are keyed as float32), so a warm start built on one host serves
-    every other; ``warmstart.json`` records which arithmetic ran."""
+    names the config's key and fingerprints of the base's config and tokenizer and of the world's corpus, training
+    questions and held-out names (``inputs.py`` hides their passages). On the CPU the key leaves the arithmetic out
+    (``config.bf16`` asks for bf16 autocast where the CPU has native bf16, float32 elsewhere; both are keyed as
+    float32), so a warm start built on one host serves every other; ``warmstart.json`` records which arithmetic ran."""
     payload = {
         **({"device": device} if device != "cpu" else {}),
         "config": (replace(config, bf16=False) if device == "cpu" else config).key(),
         "base": _fingerprint(base / "config.json") + _fingerprint(base / "tokenizer.json"),
-        "world": _fingerprint(world.corpus) + _fingerprint(world.train),
+        "world": _fingerprint(world.corpus) + _fingerprint(world.train) + _fingerprint(world.held_out),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:12], payload
 
@@ -544,8 +562,7 @@ def ensure_warmstart(
         started = time.monotonic()
         tokenizer = AutoTokenizer.from_pretrained(base)
         model = AutoModelForCausalLM.from_pretrained(base, dtype="float32").to(device)
-        index = LexicalIndex(_read_jsonl(world.corpus))
-        questions = _read_jsonl(world.train)
+        index, questions = warmstart_inputs(world)
         transcripts = transcript_mix(questions, index, config)
         env = EnvEncoder(tokenizer)
         examples = encode_all(transcripts, tokenizer, env)

@@ -35,7 +35,7 @@ class WorldConfig:
     n_companies: int = 200
     near_duplicate_rate: float = 0.4  # share of people/companies/cities that get a one-letter twin
     distractor_rate: float = 0.8  # share of entities with a passage that mentions them with unrelated facts
-    test_fraction: float = 0.1  # share of people and companies whose questions are held out
+    test_fraction: float = 0.1  # share of people and companies whose questions are in each of dev and test
 
     def __post_init__(self) -> None:
         minimums = {"n_countries": 3, "n_cities": 6, "n_rivers": 1, "n_people": 4, "n_companies": 2}

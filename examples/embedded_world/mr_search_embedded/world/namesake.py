@@ -3,9 +3,9 @@ first, natural search misses, whose passages show it, and which a search with th
 
 DESIGN
 
-* Everything of the default world (``world.py``, same seed): its passages, and its training and held-out questions
-  unchanged, with the held-out ones first and in their order (the same first N per data source as before): the
-  control.
+* Everything of the default world (``world.py``, same seed): its passages and its questions, each in its split, with
+  the default world's dev and test questions first in theirs and in their order (the same first N per data source
+  as before): the control.
 * Namesake groups (``NamesakeConfig.groups``, 400). Two people share a name N and differ in profession: the well-known
   one, an A (say a painter) born in city C1, and the other, a B born in C2 (another country). N's article, titled N,
   is about the A only, and so are three more passages titled N (``PRESENCE_EXTRAS``, none naming B's profession); B's
@@ -24,9 +24,12 @@ DESIGN
   C1, N's article only) has the same shape, its profession word is in N's passages, and the first search answers it:
   retrying it only risks breaking a right answer, so a policy that retries must read which case it is in.
 * Names. Each N is recombined: the first word from the first names, the last from the surnames, of the default
-  world's people named in its training questions; no full name is anyone else's. Every name word is then one the
-  policy practises copying, and a held-out group's name is still a new combination.
-* Split: the questions about 10% of the groups are held out (the same 10% share as the default world's).
+  world's people named in its questions other than dev ones (its training questions before there was a dev split:
+  the corpus has not changed since); no full name is anyone else's. Every name word is then one the policy
+  practises copying, and a held-out group's name is still a new combination.
+* Splits (the default world's shares): the questions about 10% of the groups are dev questions (the groups held out
+  before there was a dev split), those about another 10%, drawn from the rest by a generator of their own, test
+  questions; ``held_out.json`` names the dev and test groups' N beside the default world's held-out entities.
 * ``python -m mr_search_embedded.world.namesake_stats`` measures (in-process or through a service) the share of
   namesake questions whose natural query misses the gold passage and its rank for the natural and the reformulated
   query.
@@ -47,11 +50,13 @@ from typing import Any, Final
 
 from mr_search_embedded.world.facts import PROFESSIONS, City, FactGraph, WorldConfig, build_facts
 from mr_search_embedded.world.names import NameGenerator
+from mr_search_embedded.world.splits import HeldOut
 from mr_search_embedded.world.variant import NAMESAKE_WORLD_VERSION
 from mr_search_embedded.world.world import (
     DEFAULT_SEED,
     WORLD_VERSION,
     WorldPaths,
+    WorldRows,
     build_world,
     corpus_row,
     write_rows,
@@ -79,7 +84,7 @@ class NamesakeConfig:
     # Share of groups whose N also has a distractor passage ("Travels of N": the dense index ranks it above N's own
     # article for the bare name, so the hasty answer becomes the distractor's city).
     distractor_rate: float = 0.0
-    test_fraction: float = 0.1  # share of groups whose two questions are held out
+    test_fraction: float = 0.1  # share of groups whose two questions are in each of dev and test
 
     def __post_init__(self) -> None:
         if not isinstance(self.groups, int) or self.groups < 2:
@@ -198,18 +203,18 @@ def namesake_query(question: str) -> str:
 class _Draws:
     """The default world and the namesake groups drawn on top of it; ``rng`` goes on to draw the rest."""
 
-    base: tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]
+    base: WorldRows
     graph: FactGraph
     rng: random.Random
     groups: list[NamesakeGroup]
 
 
 def _draw(seed: int, config: NamesakeConfig) -> _Draws:
-    base_corpus, base_train, base_test = build_world(seed, WorldConfig())
+    base = build_world(seed, WorldConfig())
     graph = build_facts(random.Random(seed), WorldConfig())  # the same draws build_world starts with
     rng = random.Random(f"{VARIANT}-{seed}")
     names = NameGenerator(rng)
-    names.reserve(row["title"] for row in base_corpus)
+    names.reserve(row["title"] for row in base.corpus)
     names.reserve(
         [c.name for c in graph.countries]
         + [c.name for c in graph.cities]
@@ -219,23 +224,25 @@ def _draw(seed: int, config: NamesakeConfig) -> _Draws:
     )
     groups = _groups(rng, names, graph.cities, config.groups)
     # New names from a generator of their own: every other draw stays as ``rng`` makes it.
-    recombined = RecombinedNames(
-        random.Random(f"{VARIANT}-names-{seed}"), names, *trained_name_words(graph, base_train)
-    )
+    recombined = RecombinedNames(random.Random(f"{VARIANT}-names-{seed}"), names, *name_words(base, graph))
     groups = _recombine(groups, recombined)
-    return _Draws((base_corpus, base_train, base_test), graph, rng, groups)
+    return _Draws(base, graph, rng, groups)
 
 
-def build_namesake_world(
-    seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None
-) -> tuple[list[dict[str, Any]], list[dict[str, Any]], list[dict[str, Any]]]:
-    """Returns ``(corpus, train, test)`` rows of the namesake world for ``seed`` (pure; writes nothing)."""
+def name_words(base: WorldRows, graph: FactGraph) -> tuple[list[str], list[str]]:
+    """The words the groups' names recombine: ``trained_name_words`` of the default world's train and test questions
+    (its training questions before the dev split, which name the same people)."""
+    return trained_name_words(graph, base.train + base.test)
+
+
+def build_namesake_world(seed: int = DEFAULT_SEED, config: NamesakeConfig | None = None) -> WorldRows:
+    """The namesake world for ``seed`` (pure; writes nothing)."""
     config = config or NamesakeConfig()
     draws = _draw(seed, config)
-    (base_corpus, base_train, base_test), graph, rng, groups = draws.base, draws.graph, draws.rng, draws.groups
+    base, graph, rng, groups = draws.base, draws.graph, draws.rng, draws.groups
 
     # (title, text) of every passage: the default world's first (their old ids are their positions here).
-    passages = [(row["title"], row["text"]) for row in base_corpus]
+    passages = [(row["title"], row["text"]) for row in base.corpus]
     questions: list[tuple[NamesakeGroup, dict[str, Any]]] = []
     countries = {c.name: c.country for c in graph.cities}
     for group in groups:
@@ -276,16 +283,24 @@ def build_namesake_world(
     def remap(row: dict[str, Any]) -> dict[str, Any]:
         return {**row, "gold_doc_ids": [str(new_id[int(i)]) for i in row["gold_doc_ids"]]}
 
-    held_out = {g.name for g in rng.sample(groups, max(1, round(config.test_fraction * len(groups))))}
-    new_train = [_row("train", i, q) for i, (g, q) in enumerate(x for x in questions if x[0].name not in held_out)]
-    new_test = [_row("test", i, q) for i, (g, q) in enumerate(x for x in questions if x[0].name in held_out)]
-    rng.shuffle(new_train)
-    rng.shuffle(new_test)
-    train = [remap(r) for r in base_train] + [remap(r) for r in new_train]
+    count = max(1, round(config.test_fraction * len(groups)))
+    dev_groups = [g.name for g in rng.sample(groups, count)]
+    rest = [q for g, q in questions if g.name not in dev_groups]
+    new_dev = [q for g, q in questions if g.name in dev_groups]
+    rng.shuffle(rest)  # the draws made before there was a dev split: the dev questions keep their order
+    rng.shuffle(new_dev)
+    free = [g.name for g in groups if g.name not in dev_groups]
+    test_groups = random.Random(f"{VARIANT}-test-{seed}").sample(free, count)
+    group_of = {id(q): g.name for g, q in questions}
+    new_test = [q for q in rest if group_of[id(q)] in test_groups]
+    new_train = [q for q in rest if group_of[id(q)] not in test_groups]
+    train = [remap(r) for r in base.train] + [remap(_row("train", i, q)) for i, q in enumerate(new_train)]
     rng.shuffle(train)
-    # The default world's held-out questions first and in their order: the control is the same question list.
-    test = [remap(r) for r in base_test] + [remap(r) for r in new_test]
-    return corpus, train, test
+    # The default world's dev and test questions first and in their order: the control is the same question list.
+    dev = [remap(r) for r in base.dev] + [remap(_row("dev", i, q)) for i, q in enumerate(new_dev)]
+    test = [remap(r) for r in base.test] + [remap(_row("test", i, q)) for i, q in enumerate(new_test)]
+    held_out = HeldOut(base.held_out.dev + tuple(dev_groups), base.held_out.test + tuple(test_groups))
+    return WorldRows(corpus, train, dev, test, held_out)
 
 
 def _row(split: str, index: int, q: dict[str, Any]) -> dict[str, Any]:
@@ -305,6 +320,5 @@ def write_namesake_world(
 ) -> WorldPaths:
     """Builds the namesake world for ``seed`` and writes it (``world.write_rows``) to ``out_dir``."""
     config = config or NamesakeConfig()
-    corpus, train, test = build_namesake_world(seed, config)
     meta = {"version": WORLD_VERSION, "seed": seed, "config": asdict(WorldConfig()), **namesake_meta(config)}
-    return write_rows(out_dir, corpus, train, test, meta)
+    return write_rows(out_dir, build_namesake_world(seed, config), meta)

@@ -4,7 +4,7 @@
     MR_SEARCH_WORLD=namesake python -m mr_search_embedded.world.namesake_stats --url http://127.0.0.1:8019/retrieve
     MR_SEARCH_WORLD=namesake python -m mr_search_embedded.world.namesake_stats --retriever bm25  # in-process BM25
 
-For each question of the namesake world (``namesake.py``; held-out by default) it searches three queries and
+For each question of the namesake world (``namesake.py``; the dev split by default) it searches three queries and
 records the rank (1-based; ``None`` beyond ``--depth``) of the passage that holds the answer:
 
 - ``natural``: the asked-about name N, as the question writes it (what a policy that copies the entity searches);
@@ -27,16 +27,15 @@ import json
 import re
 import statistics
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from mr_search_embedded.world.namesake import CONTROL_RELATION, RETRY_RELATION, VARIANT, namesake_query
-from mr_search_embedded.world.stats import http_search
+from mr_search_embedded.world.search import Search, http_search, in_process_search
 from mr_search_embedded.world.variant import world_variant
 from mr_search_embedded.world.world import ensure_world
 
-Search = Callable[[list[str], int], list[list[str]]]  # queries, topk -> doc ids per query
 QUERIES = ("natural", "question", "reformulated")
 
 
@@ -104,43 +103,11 @@ def measure(
     return summary, per_question
 
 
-def in_process_search(retriever: str = "dense") -> Search:
-    """The embedded world's dense index (the one ``retrieval_launch.sh`` serves) or, with ``retriever="bm25"``, its
-    BM25 index (bm25s), searched in this process (each built once and cached under the world's cache root)."""
-    from mr_search_embedded.prepare import corpus as embedded_corpus
-    from mr_search_retrieval.config import EncoderConfig
-    from mr_search_retrieval.encoders import HFEncoder
-    from mr_search_retrieval.index_cache import ensure_index
-    from mr_search_retrieval.indexes.metadata import IndexMetadata
-    from mr_search_retrieval.retriever import DenseSearcher, LexicalSearcher, Searcher, load_vector_index
-
-    if retriever not in ("dense", "bm25"):
-        raise ValueError(f"namesake_stats: retriever {retriever!r} is not one of dense, bm25")
-    index_dir = ensure_index(embedded_corpus(), retriever=retriever)
-    meta = IndexMetadata.read(index_dir)
-    searcher: Searcher
-    if retriever == "bm25":
-        from mr_search_retrieval.indexes.bm25 import BM25sIndex
-
-        searcher = LexicalSearcher(BM25sIndex.load(index_dir, meta.extra.get("stemmer")))
-    else:
-        searcher = DenseSearcher(HFEncoder(EncoderConfig()), load_vector_index(meta, index_dir, "cpu"))
-
-    def search(queries: list[str], topk: int) -> list[list[str]]:
-        out: list[list[str]] = []
-        for start in range(0, len(queries), 64):
-            _, ids = searcher.search(queries[start : start + 64], topk)
-            out += [[str(int(i)) for i in row if int(i) >= 0] for row in ids]
-        return out
-
-    return search
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default=None, help="a running service's /retrieve URL (default: in-process)")
     parser.add_argument("--retriever", choices=("dense", "bm25"), default="dense", help="the in-process index")
-    parser.add_argument("--split", choices=("train", "test"), default="test")
+    parser.add_argument("--split", choices=("train", "dev", "test"), default="dev", help="default dev (for choosing)")
     parser.add_argument("--topk", type=int, default=3)
     parser.add_argument("--depth", type=int, default=50, help="ranks beyond this count as not found")
     parser.add_argument("--json", type=Path, default=None, help="also write the per-question ranks here")
@@ -150,7 +117,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     world = ensure_world()
     with world.corpus.open(encoding="utf-8") as handle:
         corpus = {row["id"]: row for row in map(json.loads, handle)}
-    path = world.test if args.split == "test" else world.train
+    path = world.split(args.split)
     questions = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     search = http_search(args.url) if args.url else in_process_search(args.retriever)
     summary, per_question = measure(questions, corpus, search, args.topk, args.depth)

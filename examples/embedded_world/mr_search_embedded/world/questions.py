@@ -1,8 +1,7 @@
-"""Single-hop and two-hop questions over the embedded world's fact graph, and the held-out split."""
+"""One-, two- and three-hop questions over the embedded world's fact graph (``splits.py`` splits them)."""
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
 
 from mr_search_embedded.world.facts import FactGraph
@@ -15,6 +14,9 @@ class Question:
     gold_doc_ids: tuple[str, ...]  # in hop order; the answer appears in the last one
     relation: str
     subject: str  # the entity the question is about (decides its split)
+    # Every person and company its gold passages name, the subject included (a company's article names its founder):
+    # a training question may name none of the dev and test entities (``splits.py``).
+    entities: tuple[str, ...] = ()
 
 
 def make_questions(graph: FactGraph, fact_ids: dict[str, str]) -> list[Question]:
@@ -28,10 +30,10 @@ def make_questions(graph: FactGraph, fact_ids: dict[str, str]) -> list[Question]
     for person in graph.people:
         doc = fact_ids[person.name]
         city = graph.city(person.birth_city)
-        out.append(Question(f"Where was {person.name} born?", city.name, (doc,), "birthplace", person.name))
-        out.append(
-            Question(f"What was the profession of {person.name}?", person.profession, (doc,), "profession", person.name)
-        )
+        named = (person.name,)
+        out.append(Question(f"Where was {person.name} born?", city.name, (doc,), "birthplace", person.name, named))
+        profession = f"What was the profession of {person.name}?"
+        out.append(Question(profession, person.profession, (doc,), "profession", person.name, named))
         out.append(
             Question(
                 f"In which country was {person.name} born?",
@@ -39,14 +41,18 @@ def make_questions(graph: FactGraph, fact_ids: dict[str, str]) -> list[Question]
                 (doc, fact_ids[city.name]),
                 "birth_country",
                 person.name,
+                named,
             )
         )
     for company in graph.companies:
         doc = fact_ids[company.name]
         founder = graph.person(company.founder)
         hq = graph.city(company.hq_city)
-        out.append(Question(f"Who founded {company.name}?", founder.name, (doc,), "founder", company.name))
-        out.append(Question(f"Where is {company.name} headquartered?", hq.name, (doc,), "headquarters", company.name))
+        named = (company.name, founder.name)
+        out.append(Question(f"Who founded {company.name}?", founder.name, (doc,), "founder", company.name, named))
+        out.append(
+            Question(f"Where is {company.name} headquartered?", hq.name, (doc,), "headquarters", company.name, named)
+        )
         out.append(
             Question(
                 f"Where was the founder of {company.name} born?",
@@ -54,6 +60,7 @@ def make_questions(graph: FactGraph, fact_ids: dict[str, str]) -> list[Question]
                 (doc, fact_ids[founder.name]),
                 "founder_birthplace",
                 company.name,
+                named,
             )
         )
         out.append(
@@ -63,21 +70,41 @@ def make_questions(graph: FactGraph, fact_ids: dict[str, str]) -> list[Question]
                 (doc, fact_ids[hq.name]),
                 "headquarters_country",
                 company.name,
+                named,
             )
         )
     return out
 
 
-def split_questions(
-    rng: random.Random, graph: FactGraph, questions: list[Question], test_fraction: float
-) -> tuple[list[Question], list[Question]]:
-    """Holds out every question about ``test_fraction`` of the people and companies; shuffles both sets."""
-    people = [p.name for p in graph.people]
-    companies = [c.name for c in graph.companies]
-    held_out = set(rng.sample(people, max(1, round(test_fraction * len(people)))))
-    held_out.update(rng.sample(companies, max(1, round(test_fraction * len(companies)))))
-    train = [q for q in questions if q.subject not in held_out]
-    test = [q for q in questions if q.subject in held_out]
-    rng.shuffle(train)
-    rng.shuffle(test)
-    return train, test
+def three_hop_questions(graph: FactGraph, fact_ids: dict[str, str]) -> list[Question]:
+    """The three-hop questions of every company (the ``threehop`` world's): a chain of three articles, company ->
+    founder -> the founder's birth city, whose article holds the answer: the city's country (every company) and the
+    river through it (when one flows there)."""
+    out: list[Question] = []
+    for company in graph.companies:
+        founder = graph.person(company.founder)
+        city = graph.city(founder.birth_city)
+        chain = (fact_ids[company.name], fact_ids[founder.name], fact_ids[city.name])
+        named = (company.name, founder.name)
+        out.append(
+            Question(
+                f"In which country was the founder of {company.name} born?",
+                city.country,
+                chain,
+                "founder_birth_country",
+                company.name,
+                named,
+            )
+        )
+        if city.river is not None:
+            out.append(
+                Question(
+                    f"Which river flows through the birthplace of the founder of {company.name}?",
+                    city.river,
+                    chain,
+                    "founder_birthplace_river",
+                    company.name,
+                    named,
+                )
+            )
+    return out

@@ -14,29 +14,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import urllib.request
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from mr_search_embedded.world.search import Search, http_search
 from mr_search_embedded.world.world import ensure_world
-
-Search = Callable[[list[str], int], list[list[str]]]  # queries, topk -> doc ids per query
-
-
-def http_search(url: str, batch: int = 64) -> Search:
-    def search(queries: list[str], topk: int) -> list[list[str]]:
-        out: list[list[str]] = []
-        for start in range(0, len(queries), batch):
-            body = json.dumps({"queries": queries[start : start + batch], "topk": topk, "return_scores": False})
-            request = urllib.request.Request(url, body.encode(), {"Content-Type": "application/json"})
-            with urllib.request.urlopen(request, timeout=120) as response:
-                result = json.loads(response.read())["result"]
-            out += [[str(doc["id"]) for doc in docs] for docs in result]
-        return out
-
-    return search
 
 
 def measure(questions: Sequence[dict[str, Any]], corpus: dict[str, str], search: Search, topk: int = 3) -> dict:
@@ -69,7 +53,7 @@ def measure(questions: Sequence[dict[str, Any]], corpus: dict[str, str], search:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--url", default="http://127.0.0.1:8000/retrieve")
-    parser.add_argument("--split", choices=("train", "test"), default="test")
+    parser.add_argument("--split", choices=("train", "dev", "test"), default="dev", help="default dev (for choosing)")
     parser.add_argument("--topk", type=int, default=3)
     parser.add_argument("--cache-dir", type=Path, default=None)
     args = parser.parse_args(argv)
@@ -79,7 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         for line in handle:
             row = json.loads(line)
             corpus[row["id"]] = row["contents"]
-    path = world.test if args.split == "test" else world.train
+    path = world.split(args.split)
     questions = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
     stats = measure(questions, corpus, http_search(args.url), args.topk)
     width = max(len(k) for k in stats)

@@ -1,14 +1,15 @@
 """Which embedded world a process uses, and the cache folder that belongs to it.
 
 The default world (``MR_SEARCH_WORLD`` unset or ``default``) lives under ``$MR_SEARCH_CACHE`` as it always has.
-The opt-in namesake world (``MR_SEARCH_WORLD=namesake``, ``namesake.py``) gets its own cache root under
-``$MR_SEARCH_CACHE/worlds/``, so its world, parquet, indexes, tiny policy and warm starts never replace the default's:
-every cached piece keyed by the cache root alone (the tiny policy, the index folders named after the corpus file)
-stays apart.
+Each opt-in world (``MR_SEARCH_WORLD=namesake``, ``namesake.py``; ``MR_SEARCH_WORLD=threehop``, ``threehop.py``) gets
+its own cache root under ``$MR_SEARCH_CACHE/worlds/``, so its world, parquet, indexes, tiny policy and warm starts
+never replace the default's: every cached piece keyed by the cache root alone (the tiny policy, the index folders
+named after the corpus file) stays apart.
 
 The namesake world's folder is named after its generator's version, ``worlds/namesake-v4``
 (``NAMESAKE_WORLD_VERSION``): a folder an earlier generator wrote (``worlds/namesake``, ``worlds/namesake-v3``) holds
-another world and a tokenizer trained on it, and is never read.
+another world and a tokenizer trained on it, and is never read. The threehop world's is ``worlds/threehop-v1``
+(``THREEHOP_WORLD_VERSION``).
 """
 
 from __future__ import annotations
@@ -19,12 +20,17 @@ from typing import Final
 
 WORLD_ENV: Final = "MR_SEARCH_WORLD"
 DEFAULT_VARIANT: Final = "default"
-VARIANTS: Final = (DEFAULT_VARIANT, "namesake")
+VARIANTS: Final = (DEFAULT_VARIANT, "namesake", "threehop")
 # The namesake world generator's version (``namesake.py``): recorded in its meta.json (a cached world of another
 # is rebuilt) and naming its cache folder. Bump it when the generator changes.
 NAMESAKE_WORLD_VERSION: Final = 4
+# The threehop world generator's version (``threehop.py``), as the namesake world's.
+THREEHOP_WORLD_VERSION: Final = 1
 # Each opt-in world's folder under <cache>/worlds.
-VARIANT_FOLDERS: Final = {"namesake": f"namesake-v{NAMESAKE_WORLD_VERSION}"}
+VARIANT_FOLDERS: Final = {
+    "namesake": f"namesake-v{NAMESAKE_WORLD_VERSION}",
+    "threehop": f"threehop-v{THREEHOP_WORLD_VERSION}",
+}
 
 
 def world_variant() -> str:
