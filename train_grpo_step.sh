@@ -26,7 +26,7 @@ DUMP_ROLLOUTS="${DUMP_ROLLOUTS:-}"            # 1: every step's trajectories as 
 
 # --- data -----------------------------------------------------------------------------------------------------------
 TRAIN_FILE="${TRAIN_FILE:-}"                  # verl parquet; embedded: written under $MR_SEARCH_CACHE/data
-VAL_FILE="${VAL_FILE:-}"                      # verl parquet; embedded: the world's held-out questions
+VAL_FILE="${VAL_FILE:-}"                      # verl parquet; embedded: the world's dev questions
 
 # --- model ----------------------------------------------------------------------------------------------------------
 MODEL_PATH="${MODEL_PATH:-}"                  # HF model dir or id; embedded: the warm-started tiny policy
@@ -187,7 +187,7 @@ if [[ "$PRESET" == embedded && "$DRY_RUN" != 1 ]]; then
 example: pip install -e $ROOT/examples/embedded_world (make setup does), or pass MODEL_PATH, TRAIN_FILE and VAL_FILE"
   if [[ -z "$TRAIN_FILE" || -z "$VAL_FILE" ]]; then
     echo "train_grpo_step.sh: preparing the embedded dataset"
-    mapfile -t files < <("$PYTHON" -m mr_search_embedded.prepare train test)
+    mapfile -t files < <("$PYTHON" -m mr_search_embedded.prepare train dev)
     TRAIN_FILE="${TRAIN_FILE:-${files[0]}}"
     VAL_FILE="${VAL_FILE:-${files[1]}}"
   fi

@@ -79,9 +79,9 @@ fi
   || "$PYTHON" -c 'import verl; from verl.trainer.ppo.core_algos import ADV_ESTIMATOR_REGISTRY as r; assert "mr_search" in r' \
   2>/dev/null || fail "the mr_search plugin is not registered in verl" "pip install -e . (in this environment)"
 if [[ "$DRY_RUN" != 1 && ( -z "${MODEL_PATH:-}" || -z "${TRAIN_FILE:-}" || -z "${VAL_FILE:-}" ) ]]; then
-  mapfile -t prepared < <("$PYTHON" -m mr_search_embedded.prepare train test policy)
+  mapfile -t prepared < <("$PYTHON" -m mr_search_embedded.prepare train dev policy)
   ((${#prepared[@]} >= 3)) || fail "preparing the embedded data or the tiny policy failed (its error is above)" \
-    "run python -m mr_search_embedded.prepare train test policy to see it alone"
+    "run python -m mr_search_embedded.prepare train dev policy to see it alone"
   export TRAIN_FILE="${TRAIN_FILE:-${prepared[0]}}" VAL_FILE="${VAL_FILE:-${prepared[1]}}"
   export MODEL_PATH="${MODEL_PATH:-${prepared[-1]}}"
 fi
