@@ -25,7 +25,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--data",
         type=Path,
         required=True,
-        help="parquet to evaluate (the embedded world's: python -m mr_search_embedded.prepare dev; test once, for a final number)",
+        help="parquet to evaluate (embedded: python -m mr_search_embedded.prepare dev; test: once, the final number)",
     )
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve")
