@@ -49,7 +49,10 @@ def test_arms_come_back_in_their_canonical_order_from_any_spelling() -> None:
 
 
 def test_the_cli_gives_the_script_one_line_per_arm(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["arms", "--arms", "mr_search k1 k1_all_turns mr_search_no_credit", "--attempts", "3", "--turns", "2"]) == 0
+    assert (
+        main(["arms", "--arms", "mr_search k1 k1_all_turns mr_search_no_credit", "--attempts", "3", "--turns", "2"])
+        == 0
+    )
     assert capsys.readouterr().out.splitlines() == [
         "mr_search 3 2 1 3 3x2 reference",
         "k1 1 2 - 3 3x2 baseline",
@@ -78,7 +81,7 @@ def test_gamma_zero_credits_each_attempt_with_its_own_reward_only() -> None:
     assert torch.allclose(full[:, 1] - none[:, 1], none[:, 2])
     assert torch.equal(full[:, 2], none[:, 2]), "the last attempt has nothing later: both gammas agree"
     # A later reward moves an earlier attempt's advantage at gamma = 1, never at gamma = 0.
-    changed = [row[:2] + [1.0 - row[2]] for row in rewards]
+    changed = [[*row[:2], 1.0 - row[2]] for row in rewards]
     assert torch.equal(_advantages(changed, 0.0)[:, :2], none[:, :2])
     assert not torch.equal(_advantages(changed, 1.0)[:, 0], full[:, 0])
 

@@ -80,7 +80,17 @@ def build_arms(names: Sequence[str], attempts: int, turns: int) -> list[Arm]:
     k, t = attempts, turns
     every = {
         MR: Arm(MR, f"MR-Search K={k}", k, t, 1.0, k, "last", "reference", f"K = {k} attempts of {t} turns, gamma = 1"),
-        K1: Arm(K1, "K=1", 1, t, None, k, "best", "baseline", f"K = 1 with the same {t} turns per attempt (Search-R1)"),
+        K1: Arm(
+            K1,
+            f"K=1, {t} turns",
+            1,
+            t,
+            None,
+            k,
+            "best",
+            "baseline",
+            f"K = 1 with the same {t} turns per attempt (Search-R1)",
+        ),
         K1_ALL_TURNS: Arm(
             K1_ALL_TURNS,
             f"K=1, {k * t} turns",

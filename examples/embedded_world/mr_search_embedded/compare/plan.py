@@ -12,7 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from mr_search_embedded.compare.arms import K1, MR, NO_CREDIT, Arm
+from mr_search_embedded.compare.arms import K1, K1_ALL_TURNS, MR, NO_CREDIT, Arm
 from mr_search_embedded.compare.bootstrap import RESAMPLES, SEED
 from mr_search_embedded.compare.layout import PLAN_JSON, PLAN_MD
 from mr_search_embedded.compare.walltime import Timings, WallTime
@@ -96,9 +96,11 @@ class Plan:
 def metric_text(plan: Plan) -> str:
     mr = _arm(plan, MR)
     questions = f"{plan.questions} questions" if plan.questions is not None else "the count is fixed when it starts"
+    all_turns = next((a for a in plan.arms if a.name == K1_ALL_TURNS), None)
+    own = f"; `{K1_ALL_TURNS}`: one attempt of its {all_turns.turns}" if all_turns is not None else ""
     return (
         f"exact match (EM, %) of the final answer on the test split, greedy, K_eval = K = {mr.eval_attempts} attempts "
-        f"in one context ({mr.turns} turns each; `k1_all_turns`: one attempt of its {mr.eval_attempts * mr.turns}), "
+        f"in one context ({mr.turns} turns each{own}), "
         f"the first {plan.max_questions} questions of each data source ({questions}), {plan.response_length} tokens "
         f"a meta-episode, {plan.max_new_tokens} a turn, {plan.max_information_tokens} a passages block"
     )
@@ -189,9 +191,10 @@ def render_plan(plan: Plan) -> str:
         "`dev`: no choice is made inside this run (this plan fixes every setting); `test`: read once, by the final "
         f"evaluation of each trained checkpoint and of the warm start (K_eval = {mr.eval_attempts}), whose results "
         "nothing reads before the report. " + _splits_text(plan),
-        f"- **Secondary** (reported, not the test): the margins of the other arms over {K1}'s rule each with its own "
-        "paired interval; everything per question kind (hops); the reflection gain EM@K - EM@1 of every arm (the "
-        "earlier harness's test: MR-Search's gain positive and above K = 1's by twice the seed spread).",
+        f"- **Secondary** (reported, not the test): MR-Search's margin over every arm besides `{K1}` (over its "
+        "last attempt for a K > 1 arm, its best EM@k for a K = 1 arm), each with its own paired interval; everything "
+        "per question kind (hops); the reflection gain EM@K - EM@1 of every arm (the earlier harness's test: "
+        "MR-Search's gain positive and above K = 1's by twice the seed spread).",
         f"- **Planned wall time**: {wall_time_text(plan)}",
         "",
     ]
@@ -217,7 +220,7 @@ def write_plan(plan: Plan, work: Path) -> tuple[Path, Path]:
         old = json.loads(json_path.read_text(encoding="utf-8"))
         if _fixed(old) != _fixed(data):
             raise ValueError(
-                f"{json_path}: this work folder's plan differs from the knobs given ({_difference(old, data)}); a "
+                f"{json_path}: this work folder's plan differs from the knobs given in {_difference(old, data)}; a "
                 "continued run keeps the test it was started with: give the same knobs or a new WORK_DIR"
             )
         return json_path, md_path  # the first writing stands, with its time
@@ -233,7 +236,7 @@ def _fixed(data: Mapping[str, Any]) -> dict[str, Any]:
 
 def _difference(old: Mapping[str, Any], new: Mapping[str, Any]) -> str:
     keys = [k for k in _fixed(new) if _fixed(old).get(k) != _fixed(new).get(k)]
-    return "differs in " + ", ".join(keys)
+    return ", ".join(keys)
 
 
 def read_plan(work: Path) -> tuple[dict[str, Any], str]:
