@@ -33,8 +33,9 @@ SEED_BASE="${SEED_BASE:-1}"
 STEPS="${STEPS:-16}"                    # MR-Search training steps: its model-written tokens are every arm's budget
 ATTEMPTS="${ATTEMPTS:-3}"               # K of MR-Search in training and of the final evaluation (paper: 3)
 TURNS="${TURNS:-3}"                     # model turns per attempt, every arm's unit (paper and the embedded config: 3)
-BASELINE_STEPS="${BASELINE_STEPS:-}"    # first launch of the K = 1 arms; empty: 3 x STEPS (a K = 1 trajectory writes
-                                       # about a third of a K = 3 meta-episode's tokens)
+BASELINE_STEPS="${BASELINE_STEPS:-}"    # first launch of the K = 1 arms; empty: 4 x STEPS (a K = 1 step writes about
+                                       # 3.5x fewer model tokens than a K = 3 one: a spare step costs seconds, a
+                                       # relaunch minutes; the checkpoint closest to the budget is evaluated)
 TOKEN_TOLERANCE="${TOKEN_TOLERANCE:-0.05}"  # an arm within this fraction below the budget trains no further
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, every arm
 GROUP_SIZE="${GROUP_SIZE:-4}"           # trajectories per question, every arm
@@ -119,7 +120,7 @@ whole TIME_AIM_MIN "$TIME_AIM_MIN"
 [[ "$POLICY" =~ ^(tiny|small)$ ]] || die "POLICY=$POLICY is not valid; use tiny or small"
 [[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
 ((ATTEMPTS > 1)) || die "ATTEMPTS=$ATTEMPTS is not valid; MR-Search needs >= 2 attempts (the baseline is K = 1)"
-BASELINE_STEPS="${BASELINE_STEPS:-$((3 * STEPS))}"
+BASELINE_STEPS="${BASELINE_STEPS:-$((4 * STEPS))}"
 whole BASELINE_STEPS "$BASELINE_STEPS"
 [[ "$RETRIEVER_URL" =~ ^http://(127\.0\.0\.1|localhost):([0-9]+)/?$ ]] \
   || die "RETRIEVER_URL=$RETRIEVER_URL is not valid; use http://127.0.0.1:<port> (a local service, started if silent)"

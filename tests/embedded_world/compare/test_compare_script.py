@@ -39,8 +39,8 @@ def test_the_dry_run_prints_the_plan_with_the_four_arms(tmp_path: Path) -> None:
     assert "arms mr_search k1 k1_all_turns mr_search_no_credit; seeds 1 2 3 4 5" in out
     for arm, what in (
         ("mr_search", "K = 3 attempts of 3 turns, gamma = 1; its steps are the budget; evaluated 3x3"),
-        ("k1", "K = 1 with the same 3 turns per attempt (Search-R1); first launch 48 steps; evaluated 3x3"),
-        ("k1_all_turns", "3 x 3 = 9 turns in one attempt; first launch 48 steps; evaluated 1x9"),
+        ("k1", "K = 1 with the same 3 turns per attempt (Search-R1); first launch 64 steps; evaluated 3x3"),
+        ("k1_all_turns", "3 x 3 = 9 turns in one attempt; first launch 64 steps; evaluated 1x9"),
         ("mr_search_no_credit", "MR-Search with gamma = 0"),
     ):
         assert f"  - `{arm}`: " in out and what in out, arm

@@ -179,7 +179,8 @@ def test_the_report_opens_with_the_plan_and_states_the_result(work: Path, tmp_pa
     assert head in text
     assert "MR-Search's EM at attempt 3: 68.8; K = 1's best EM@k: 43.8 (k = 1); margin +25.0 points" in text
     assert "8 test questions x 2 seed(s): 16 greedy meta-episodes per arm, 64 counted over 4 arms" in text
-    assert "probed before: no" in text
+    assert "probed before the run: no; no earlier read in" in text
+    assert "Every arm's evaluated checkpoint is within 5% of MR-Search's model-written tokens." in text
     assert "| K=1, 3 turns (the test) | best EM@k: k = 1 | 43.8 | +25.0 |" in text
     assert "| K=1, 9 turns | best EM@k: k = 1 | 43.8 | +25.0 |" in text
     assert "| MR-Search K=3 | EM@3 | 68.8 | - | - | 2 | 600 (x1.00) | 9,600 |" in text

@@ -30,14 +30,27 @@ def final_test_text(comparison: Mapping[str, Any]) -> str:
     if t["margin"] < 0:
         reasons.append("the margin is below 0")
     why = f" ({' and '.join(reasons)})" if reasons else ""
-    probed = "yes" if t["probed"] else "no"
+    probed = "**yes**" if t["probed"] else "no"
     return (
         f"The test is {verdict}{why}. MR-Search's EM at attempt {t['k']}: {t[MR]:.1f}; K = 1's best EM@k: "
         f"{t['baseline_best']:.1f} (k = {t['baseline_best_k']}); margin {t['margin']:+.1f} points, 95% interval "
         f"{_interval(t['ci95'])} (question-level paired bootstrap, {t['bootstrap']['resamples']:,} resamples, seed "
         f"{t['bootstrap']['seed']}). {t['questions']} test questions x {len(t['seeds'])} seed(s): "
         f"{per_arm[MR]} greedy meta-episodes per arm, {counted} counted over {len(per_arm)} arms. Split "
-        f"`{t['split']}` (`{t['parquet']}`); probed before: {probed} ({t['probed_why']})."
+        f"`{t['split']}` (`{t['parquet']}`); probed before the run: {probed}; {t['probed_why']}."
+    )
+
+
+def tolerance_text(comparison: Mapping[str, Any]) -> str:
+    """Which arms the step granularity left outside the token tolerance (their ratios are in the tables)."""
+    tolerance = float(comparison["plan"]["budget"]["tolerance"])
+    names = labels(comparison)
+    outside = [names[n] for n, b in comparison["budget"].items() if not b["within_tolerance"]]
+    if not outside:
+        return f"Every arm's evaluated checkpoint is within {tolerance:.0%} of MR-Search's model-written tokens."
+    return (
+        f"**Outside the {tolerance:.0%} tolerance** on some seed: {', '.join(outside)} (no step of theirs came closer; "
+        "a step of theirs is a large share of the budget)."
     )
 
 
@@ -191,6 +204,8 @@ def render_report(
         "tokens (verl's `response_length/mean` x rows: everything after the prompt) are shown, not matched.",
         "",
         budget_table(comparison),
+        "",
+        tolerance_text(comparison),
         "",
         "## Training EM (sampled rollouts, temperature 1), up to the evaluated step",
         "",
