@@ -33,9 +33,9 @@ SEED_BASE="${SEED_BASE:-1}"
 STEPS="${STEPS:-16}"                    # MR-Search training steps: its model-written tokens are every arm's budget
 ATTEMPTS="${ATTEMPTS:-3}"               # K of MR-Search in training and of the final evaluation (paper: 3)
 TURNS="${TURNS:-3}"                     # model turns per attempt, every arm's unit (paper and the embedded config: 3)
-BASELINE_STEPS="${BASELINE_STEPS:-}"    # first launch of the K = 1 arms; empty: 4 x STEPS (a K = 1 step writes about
-                                       # 3.5x fewer model tokens than a K = 3 one: a spare step costs seconds, a
-                                       # relaunch minutes; the checkpoint closest to the budget is evaluated)
+BASELINE_STEPS="${BASELINE_STEPS:-}"    # first launch of the K = 1 arms; empty: 4 x STEPS (in a one-step smoke a K = 1
+                                       # step wrote ~3.5x fewer model tokens than a K = 3 one: a spare step costs
+                                       # seconds, a relaunch minutes; the checkpoint closest to the budget is evaluated)
 TOKEN_TOLERANCE="${TOKEN_TOLERANCE:-0.05}"  # an arm within this fraction below the budget trains no further
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, every arm
 GROUP_SIZE="${GROUP_SIZE:-4}"           # trajectories per question, every arm
