@@ -50,7 +50,7 @@ def test_the_plan_states_every_part_of_the_test(tmp_path: Path) -> None:
     assert "low end above 0 and the margin is not below 0" in text and "10,000 resamples" in text
     for arm in ARM_NAMES:
         assert f"  - `{arm}`:" in text
-    assert "evaluated 1x9 (figure: best EM@k, k <= 1)" in text, "k1_all_turns: one attempt of K x turns"
+    assert "evaluated 1x9 (figure: EM@1)" in text, "k1_all_turns: one attempt of K x turns"
     assert "A_{i,s} = r~_{i,s}" in text, "the plan says how gamma = 0 isolates the credit"
     assert "model-written tokens" in text and "within 5%" in text
     assert "**Seeds**: 5 (1, 2, 3, 4, 5)" in text

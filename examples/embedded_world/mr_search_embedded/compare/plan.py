@@ -177,7 +177,8 @@ def render_plan(plan: Plan) -> str:
     ]
     for arm in plan.arms:
         steps = "its steps are the budget" if arm.name == MR else f"first launch {plan.first_steps(arm)} steps"
-        figure = f"EM@{arm.eval_attempts}" if arm.final == "last" else f"best EM@k, k <= {arm.eval_attempts}"
+        best = arm.final == "best" and arm.eval_attempts > 1
+        figure = f"best EM@k, k <= {arm.eval_attempts}" if best else f"EM@{arm.eval_attempts}"
         lines.append(f"  - `{arm.name}`: {arm.what}; {steps}; evaluated {arm.shape} (figure: {figure}).")
     if any(a.name == NO_CREDIT for a in plan.arms):
         lines.append(f"- **{NO_CREDIT}**: {GAMMA_ZERO}")
