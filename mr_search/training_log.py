@@ -1,8 +1,14 @@
 """Per-step training figures of one verl run folder and its budget of sampled response tokens.
 
 verl's file logger writes ``<run>/metrics/<launch>.jsonl`` (one JSON line per step, ``{"step", "data"}``); a
-resumed run adds a file per launch. The sampled tokens of a step are verl's logged mean response length times the
-rows of the step (questions x trajectories per question): everything after the prompt, as verl counts it.
+resumed run adds a file per launch. Two token counts per step:
+
+- sampled (response) tokens: verl's logged mean response length times the rows of the step (questions x
+  trajectories per question): everything after the prompt, as verl counts it, passages and reflection turns included;
+- model-written tokens: what the policy itself wrote, the MR-Search trainer's ``mr_search/model_tokens`` (loss-mask
+  tokens of the step's real rows; ``mr_search.trainer.metrics``), or the sum of its per-attempt
+  ``mr_search/attempt_<k>/trained_tokens`` in logs from before that metric. Logged whenever the ``mr_search``
+  estimator runs (any K); verl's own estimators log neither.
 """
 
 from __future__ import annotations
@@ -19,7 +25,9 @@ RESPONSE_LENGTH: Final = "response_length/mean"
 K1_REWARD: Final = "critic/rewards/mean"
 STEP_TIME: Final = "timing_s/step"
 ATTEMPT_REWARD_RE: Final = re.compile(r"mr_search/attempt_(\d+)/reward_mean")
+MODEL_TOKENS: Final = "mr_search/model_tokens"
 _TRAINED_RE: Final = re.compile(r"mr_search/attempt_(\d+)/trained_tokens")
+MEASURES: Final = ("response", "model")
 
 
 @dataclass(frozen=True)
@@ -29,7 +37,7 @@ class StepRecord:
     step: int
     em: tuple[float, ...]  # fraction in [0, 1], attempt 1..K
     response_tokens: float  # sampled response tokens of the step (mean length x rows)
-    model_tokens: float | None  # model-written tokens (MR-Search trainer's per-attempt count); None when not logged
+    model_tokens: float | None  # model-written tokens of the step; None when not logged (verl's own estimators)
     seconds: float | None
 
 
@@ -65,12 +73,16 @@ def step_record(step: int, data: Mapping[str, Any], rows: int) -> StepRecord:
     else:
         raise ValueError(f"step {step}: neither mr_search/attempt_<k>/reward_mean nor {K1_REWARD!r} logged")
     trained = [float(data[key]) for key in data if _TRAINED_RE.fullmatch(key)]
+    if MODEL_TOKENS in data:
+        model_tokens: float | None = float(data[MODEL_TOKENS])
+    else:
+        model_tokens = sum(trained) if trained else None
     seconds = data.get(STEP_TIME)
     return StepRecord(
         step=step,
         em=em,
         response_tokens=float(data[RESPONSE_LENGTH]) * rows,
-        model_tokens=sum(trained) if trained else None,
+        model_tokens=model_tokens,
         seconds=None if seconds is None else float(seconds),
     )
 
@@ -80,17 +92,36 @@ def read_steps(run_dir: Path, rows: int) -> list[StepRecord]:
     return [step_record(step, data, rows) for step, data in sorted(read_metrics(run_dir).items())]
 
 
-def cumulative_tokens(steps: Sequence[StepRecord]) -> list[float]:
-    """Sampled response tokens up to and including each step."""
+def step_tokens(record: StepRecord, measure: str = "response") -> float:
+    """The step's ``response`` (sampled) or ``model`` (model-written) tokens.
+
+    Raises:
+        ValueError: an unknown measure, or model-written tokens asked of a step that did not log them.
+    """
+    if measure == "response":
+        return record.response_tokens
+    if measure != "model":
+        raise ValueError(f"measure={measure!r} is not valid; use one of {list(MEASURES)}")
+    if record.model_tokens is None:
+        raise ValueError(
+            f"step {record.step}: no model-written tokens logged ({MODEL_TOKENS} or "
+            "mr_search/attempt_<k>/trained_tokens); train with algorithm.adv_estimator=mr_search (any K), the "
+            "estimator whose trainer logs them"
+        )
+    return record.model_tokens
+
+
+def cumulative_tokens(steps: Sequence[StepRecord], measure: str = "response") -> list[float]:
+    """Tokens (``response``: sampled; ``model``: model-written) up to and including each step."""
     total, out = 0.0, []
     for record in steps:
-        total += record.response_tokens
+        total += step_tokens(record, measure)
         out.append(total)
     return out
 
 
-def steps_to_reach(steps: Sequence[StepRecord], budget: float) -> int:
-    """Total steps a run needs for its sampled tokens to reach ``budget``, extrapolating at its mean per step.
+def steps_to_reach(steps: Sequence[StepRecord], budget: float, measure: str = "response") -> int:
+    """Total steps a run needs for its tokens (``measure``) to reach ``budget``, extrapolating at its mean per step.
 
     Returns the number of steps already run when they reach the budget.
     """
@@ -98,7 +129,7 @@ def steps_to_reach(steps: Sequence[StepRecord], budget: float) -> int:
         raise ValueError("steps_to_reach: no steps logged yet; run at least one step first")
     if budget <= 0:
         raise ValueError(f"budget={budget}: expected a positive number of tokens")
-    done = cumulative_tokens(steps)
+    done = cumulative_tokens(steps, measure)
     for record, total in zip(steps, done, strict=True):
         if total >= budget:
             return record.step
@@ -106,10 +137,10 @@ def steps_to_reach(steps: Sequence[StepRecord], budget: float) -> int:
     return steps[-1].step + math.ceil((budget - done[-1]) / per_step)
 
 
-def closest_step(steps: Sequence[StepRecord], budget: float) -> StepRecord:
-    """The step whose cumulative sampled tokens are closest to ``budget`` (the earlier one on a tie)."""
+def closest_step(steps: Sequence[StepRecord], budget: float, measure: str = "response") -> StepRecord:
+    """The step whose cumulative tokens (``measure``) are closest to ``budget`` (the earlier one on a tie)."""
     if not steps:
         raise ValueError("closest_step: no steps")
-    done = cumulative_tokens(steps)
+    done = cumulative_tokens(steps, measure)
     best = min(range(len(steps)), key=lambda i: (abs(done[i] - budget), i))
     return steps[best]

@@ -115,6 +115,7 @@ def evaluate(
         "questions": len(rows),
         "max questions per source": config.max_questions,
         "K_eval": config.attempts,
+        "max turns per attempt": config.max_turns_per_attempt,
         "max new tokens per turn": config.max_new_tokens_per_turn,
         "max information tokens": config.max_information_tokens,
         "response length": config.response_length,

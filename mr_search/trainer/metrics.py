@@ -37,7 +37,10 @@ def attempt_statistics(
 
     Returns:
         ``{"mr_search/attempt_k/<stat>": value}`` with present_frac, reward_mean, adv_mean, adv_std, adv_min,
-        adv_max, adv_nonzero_frac (over present attempts) and trained_tokens; plus ``mr_search/num_attempts``.
+        adv_max, adv_nonzero_frac (over present attempts) and trained_tokens (loss-mask tokens of attempt k); plus
+        ``mr_search/num_attempts`` and ``mr_search/model_tokens``: every token the policy wrote in the step (loss mask
+        1 on a real row), passages, reflection turns and corrective messages left out: the budget the lab's
+        comparison matches its arms on (``response_length/mean`` counts the environment's tokens too).
     """
     real = ~is_padding
     trained = response_mask.bool() & real[:, None]
@@ -47,7 +50,10 @@ def attempt_statistics(
         )
     episode_real = ~is_padding
     num_real = int(episode_real.sum())
-    metrics: dict[str, float] = {f"{PREFIX}/num_attempts": float(advantages.shape[1])}
+    metrics: dict[str, float] = {
+        f"{PREFIX}/num_attempts": float(advantages.shape[1]),
+        f"{PREFIX}/model_tokens": float(trained.sum()),
+    }
     for s in range(advantages.shape[1]):
         name = f"{PREFIX}/attempt_{s + 1}"
         here = present[:, s] & episode_real

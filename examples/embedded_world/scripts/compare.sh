@@ -1,23 +1,22 @@
 #!/usr/bin/env bash
-# `make compare`: MR-Search (K = 3) against the K = 1 baseline (the mr_search estimator at K = 1: RLOO without std) on
-# the embedded world (MR_SEARCH_WORLD=namesake: its opt-in variant), both from the warm-started policy and with the
-# same budget of sampled tokens; held-out evaluation with K_eval = 1..6 greedy attempts; report folder with report.md,
-# comparison.json, PNG plots and the history of results.
+# `make compare`: MR-Search (K = 3) against K = 1 on the embedded world (MR_SEARCH_WORLD=namesake: its opt-in
+# variant), the test written before the run. Arms (ARMS): mr_search; k1 (K = 1, the same turns per attempt); k1_all_turns
+# (K = 1 with the meta-episode's K x turns); mr_search_no_credit (gamma = 0). Every arm starts from the warm-started
+# policy and is matched to MR-Search's model-written tokens; the final evaluation reads the test split once.
 #
-#   bash examples/embedded_world/scripts/compare.sh                 # 3 seeds, report in reports/compare_embedded
-#   SEEDS=1 STEPS=4 bash examples/embedded_world/scripts/compare.sh # a quicker look
-#   WORK_DIR=runs/compare/<name> bash examples/embedded_world/scripts/compare.sh   # continue: finished pieces are skipped
-#   DRY_RUN=1 bash examples/embedded_world/scripts/compare.sh       # print the plan and exit
-#   MR_SEARCH_WORLD=namesake POLICY=small bash examples/embedded_world/scripts/compare.sh   # the namesake world (its own
-#                                                    # cache, service and report folder, reports/compare_namesake) with
-#                                                    # the 4-layer policy
+#   bash examples/embedded_world/scripts/compare.sh                 # 4 arms x 5 seeds, report in reports/comparison/<world>
+#   DRY_RUN=1 bash examples/embedded_world/scripts/compare.sh       # print the plan (the test) and exit
+#   ARMS="mr_search k1" SEEDS=3 bash examples/embedded_world/scripts/compare.sh   # the two arms the test needs
+#   WORK_DIR=runs/compare/<name> bash examples/embedded_world/scripts/compare.sh  # continue: finished pieces are skipped
+#   MR_SEARCH_WORLD=namesake POLICY=small bash examples/embedded_world/scripts/compare.sh   # the namesake world
 #
-# Per seed: MR-Search trains STEPS steps; the baseline trains at the same batch for BASELINE_STEPS steps (default
-# 4 x STEPS: a K = 1 episode is about a third as long, and a step costs seconds where a relaunch costs minutes), the
-# sampled tokens of both are measured from their logged response lengths and the baseline resumes for more steps if
-# it is more than TOKEN_TOLERANCE short of the MR-Search budget; every checkpoint is kept, and the baseline checkpoint
-# evaluated is the step whose cumulative sampled tokens are closest to the budget.
-# Every knob is an environment variable.
+# Before any training the plan (metric, comparison, pass rule, arms, seeds, budget, splits, planned wall time) is
+# written to WORK_DIR/plan.{json,md} and REPORT_DIR/plan.md; the report opens with it. Per seed: MR-Search trains
+# STEPS steps (its model-written tokens are the budget); every other arm trains its first launch (K = 3 arms: STEPS;
+# K = 1 arms: BASELINE_STEPS), resumes while it is more than TOKEN_TOLERANCE short of the budget, and its checkpoint
+# evaluated is the step whose cumulative model-written tokens are closest to it (every checkpoint is kept). Training
+# reads the train split only; the test split is read by the final evaluation of each checkpoint (greedy, K_eval = K,
+# the arm's own turns) and of the warm start. Every knob is an environment variable.
 set -euo pipefail
 # The whole script is one brace group, read before it runs: editing this file while a comparison runs (an hour on a
 # small machine) cannot change or break the running one (bash reads a plain script as it goes).
@@ -27,21 +26,31 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../.." && pwd)"
 PYTHON="${PYTHON:-python}"
 export MR_SEARCH_CACHE="${MR_SEARCH_CACHE:-$HOME/.cache/mr_search}"
 
-SEEDS="${SEEDS:-3}"                     # number of seeds; seeds SEED_BASE .. SEED_BASE + SEEDS - 1
+# --- arms and budget ---
+ARMS="${ARMS:-mr_search k1 k1_all_turns mr_search_no_credit}"  # any of these four; mr_search and k1 are required
+SEEDS="${SEEDS:-5}"                     # number of seeds; seeds SEED_BASE .. SEED_BASE + SEEDS - 1
 SEED_BASE="${SEED_BASE:-1}"
-STEPS="${STEPS:-16}"                    # MR-Search training steps (the budget)
-ATTEMPTS="${ATTEMPTS:-3}"               # K of MR-Search in training (paper: 3)
-BASELINE_STEPS="${BASELINE_STEPS:-}"    # first try of the baseline's steps; empty: 4 x STEPS
-TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, both runs
-GROUP_SIZE="${GROUP_SIZE:-4}"           # trajectories per question, both runs
-LR="${LR:-1e-4}"                        # actor learning rate, both runs (every reported comparison's; the embedded
+STEPS="${STEPS:-16}"                    # MR-Search training steps: its model-written tokens are every arm's budget
+ATTEMPTS="${ATTEMPTS:-3}"               # K of MR-Search in training and of the final evaluation (paper: 3)
+TURNS="${TURNS:-3}"                     # model turns per attempt, every arm's unit (paper and the embedded config: 3)
+BASELINE_STEPS="${BASELINE_STEPS:-}"    # first launch of the K = 1 arms; empty: 4 x STEPS (in a one-step smoke a K = 1
+                                       # step wrote ~3.5x fewer model tokens than a K = 3 one: a spare step costs
+                                       # seconds, a relaunch minutes; the checkpoint closest to the budget is evaluated)
+TOKEN_TOLERANCE="${TOKEN_TOLERANCE:-0.05}"  # an arm within this fraction below the budget trains no further
+TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, every arm
+GROUP_SIZE="${GROUP_SIZE:-4}"           # trajectories per question, every arm
+LR="${LR:-1e-4}"                        # actor learning rate, every arm (every reported comparison's; the embedded
                                        # config's own is 1e-5)
-K_EVAL="${K_EVAL:-6}"                   # evaluation attempts (greedy)
-MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-48}"  # evaluation: new tokens per model turn (the embedded training's)
-MAX_INFO_TOKENS="${MAX_INFO_TOKENS:-256}"  # evaluation: tokens of one <information> block (the training's)
-EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-}"  # evaluation: meta-episode budget; empty: 1024 per 3 attempts
-TOKEN_TOLERANCE="${TOKEN_TOLERANCE:-0.05}"  # baseline tokens within this fraction of the budget: no more steps
-MAX_QUESTIONS="${MAX_QUESTIONS:-40}"    # first N held-out questions per data source (fixed before training)
+# --- evaluation (the test split, once) ---
+MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-48}"  # new tokens per model turn (the embedded training's)
+MAX_INFO_TOKENS="${MAX_INFO_TOKENS:-256}"  # tokens of one <information> block (the training's)
+EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-}"  # meta-episode budget; empty: 1024 per 3 attempts (the training's)
+MAX_QUESTIONS="${MAX_QUESTIONS:-40}"    # first N test questions per data source (fixed by the plan)
+# --- the plan's wall time ---
+TIMINGS="${TIMINGS:-}"                  # a comparison.json with measured step times; empty: the report folder's, else
+                                       # the earlier harness's report of the world
+TIME_AIM_MIN="${TIME_AIM_MIN:-60}"      # the wall time aimed at (minutes): the plan says whether the arms fit it
+# --- world, policy, folders, machine ---
 WORK_DIR="${WORK_DIR:-}"                # empty: runs/compare/<date>
 MR_SEARCH_WORLD="${MR_SEARCH_WORLD:-default}"  # default | namesake: the embedded world, as every Python step reads
                                        # it (the namesake one is cached under $MR_SEARCH_CACHE/worlds/namesake-v4)
@@ -52,16 +61,23 @@ for gone in NAMESAKE_VERSION MR_SEARCH_NAMESAKE_VERSION NAMESAKE_RECIPE; do
   [[ -z "${!gone+x}" ]] || { echo "compare.sh: $gone is gone: the namesake world has one version and one warm start" \
     "(MR_SEARCH_WORLD=namesake POLICY=small)" >&2; exit 1; }
 done
+[[ -z "${K_EVAL+x}" ]] || { echo "compare.sh: K_EVAL is gone: the final evaluation uses K_eval = ATTEMPTS (the test" \
+  "written before the run); K_EVAL=$K_EVAL given" >&2; exit 1; }
 [[ "$MR_SEARCH_WORLD" =~ ^(default|namesake)$ ]] \
   || { echo "compare.sh: MR_SEARCH_WORLD=$MR_SEARCH_WORLD is not valid; use default or namesake" >&2; exit 1; }
 export MR_SEARCH_WORLD
+REPORT_DIR="${REPORT_DIR:-$ROOT/reports/comparison/$MR_SEARCH_WORLD}"
 if [[ "$MR_SEARCH_WORLD" == default ]]; then
-  REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_embedded}"
   RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
+  earlier_report="$ROOT/reports/compare_embedded"
 else
-  # Another world, another report and another port: a default-world service on 8000 must not answer for it.
-  REPORT_DIR="${REPORT_DIR:-$ROOT/reports/compare_$MR_SEARCH_WORLD}"
+  # Another world, another port: a default-world service on 8000 must not answer for it.
   RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8019}"
+  earlier_report="$ROOT/reports/compare_$MR_SEARCH_WORLD"
+fi
+if [[ -z "$TIMINGS" ]]; then
+  if [[ -f "$REPORT_DIR/comparison.json" ]]; then TIMINGS="$REPORT_DIR/comparison.json"
+  else TIMINGS="$earlier_report/comparison.json"; fi
 fi
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 NOTE="${NOTE:-}"                        # one line for the report's history table
@@ -69,11 +85,11 @@ WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait unt
 OVERLAP_EVAL="${OVERLAP_EVAL:-1}"        # 1: a seed's evaluation (one thread) runs beside the next seed's training
                                        # (which leaves a core of 2 idle); 0: one thing at a time
 OUTCOME_FEEDBACK="${OUTCOME_FEEDBACK:-0}"  # 1: the reflection turns say whether the previous answer was right
-                                       # (MAGE-style; paper: 0) in the warm start, both trainings and evaluation
-WARM_START="${WARM_START:-}"             # an HF model dir to start both from (e.g. a warm start built on a GPU:
+                                       # (MAGE-style; paper: 0) in the warm start, every training and evaluation
+WARM_START="${WARM_START:-}"             # an HF model dir to start every arm from (e.g. a warm start built on a GPU:
                                        # python -m mr_search_embedded.warmstart --device cuda); empty: built here, cached
 REFLECTION_QUESTION="${REFLECTION_QUESTION:-}"  # 1: the reflection turns end with the question's line (paper: 0), in
-                                       # both trainings and evaluation; empty: as the warm start was trained
+                                       # every training and evaluation; empty: as the warm start was trained
 ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"    # cpu | hf (the same transformers rollout; trainer and rollout on one GPU);
                                        # empty: hf when a GPU is usable, else cpu
 DRY_RUN="${DRY_RUN:-0}"
@@ -83,14 +99,15 @@ whole() { [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1=$2 is not valid; use a whole nu
 whole SEEDS "$SEEDS"
 whole STEPS "$STEPS"
 whole ATTEMPTS "$ATTEMPTS"
+whole TURNS "$TURNS"
 whole TRAIN_BATCH_SIZE "$TRAIN_BATCH_SIZE"
 whole GROUP_SIZE "$GROUP_SIZE"
-whole K_EVAL "$K_EVAL"
 whole MAX_NEW_TOKENS "$MAX_NEW_TOKENS"
 whole MAX_INFO_TOKENS "$MAX_INFO_TOKENS"
-EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-$(((1024 * K_EVAL + 2) / 3))}"  # the training's 1024 for K = 3
+EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-$(((1024 * ATTEMPTS + 2) / 3))}"  # the training's 1024 for K = 3
 whole EVAL_RESPONSE_LENGTH "$EVAL_RESPONSE_LENGTH"
 whole MAX_QUESTIONS "$MAX_QUESTIONS"
+whole TIME_AIM_MIN "$TIME_AIM_MIN"
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OVERLAP_EVAL" =~ ^[01]$ ]] || die "OVERLAP_EVAL=$OVERLAP_EVAL is not valid; use 1 (default) or 0"
@@ -113,21 +130,38 @@ WORK_DIR="$(realpath -m "${WORK_DIR:-$ROOT/runs/compare/$(date +%Y%m%d-%H%M%S)}"
 REPORT_DIR="$(realpath -m "$REPORT_DIR")"
 feedback_flag=()      # python -m mr_search_embedded.warmstart / mr_search.eval / mr_search_embedded.compare fresh
 feedback_override=()  # train_grpo_step.sh (Hydra)
-feedback_said="off (paper)"
 if [[ "$OUTCOME_FEEDBACK" == 1 ]]; then
   feedback_flag=(--outcome-feedback)
   feedback_override=(mr_search.episode.outcome_feedback=true)
-  feedback_said="on (MAGE-style)"
 fi
 seeds=()
 for ((i = 0; i < SEEDS; i++)); do seeds+=($((SEED_BASE + i))); done
 
-echo "compare.sh: seeds ${seeds[*]}; MR-Search K=$ATTEMPTS $STEPS steps, baseline K=1 from $BASELINE_STEPS steps;" \
-  "batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, lr $LR; eval K_eval=$K_EVAL on $MAX_QUESTIONS questions per source" \
-  "($MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode);" \
-  "outcome feedback $feedback_said; world $MR_SEARCH_WORLD, policy $POLICY"
+plan_args=(--arms "$ARMS" --attempts "$ATTEMPTS" --turns "$TURNS" --seeds "${seeds[@]}" --steps "$STEPS"
+  --baseline-steps "$BASELINE_STEPS" --batch "$TRAIN_BATCH_SIZE" --group "$GROUP_SIZE" --lr "$LR"
+  --tolerance "$TOKEN_TOLERANCE" --max-questions "$MAX_QUESTIONS" --response-length "$EVAL_RESPONSE_LENGTH"
+  --max-new-tokens "$MAX_NEW_TOKENS" --max-information-tokens "$MAX_INFO_TOKENS" --world "$MR_SEARCH_WORLD"
+  --policy "$POLICY" --timings "$TIMINGS" --aim-minutes "$TIME_AIM_MIN" --overlap "$OVERLAP_EVAL")
+echo "compare.sh: arms $ARMS; seeds ${seeds[*]}; world $MR_SEARCH_WORLD, policy $POLICY;" \
+  "outcome feedback $([[ $OUTCOME_FEEDBACK == 1 ]] && echo "on (MAGE-style)" || echo "off (paper)")"
 echo "  work folder $WORK_DIR, report $REPORT_DIR, retrieval $RETRIEVER_URL"
-[[ "$DRY_RUN" == 1 ]] && exit 0
+if [[ "$DRY_RUN" == 1 ]]; then
+  "$PYTHON" -m mr_search_embedded.compare plan "${plan_args[@]}" || die "the plan could not be made (above)"
+  exit 0
+fi
+
+# The arms: name, K, turns per attempt, gamma (- where it plays no part), K_eval, evaluation shape, first launch.
+arm_lines="$("$PYTHON" -m mr_search_embedded.compare arms --arms "$ARMS" --attempts "$ATTEMPTS" --turns "$TURNS")" \
+  || die "ARMS=$ARMS could not be read (above)"
+declare -A ARM_K ARM_TURNS ARM_GAMMA ARM_KEVAL ARM_SHAPE ARM_FIRST
+arms=()
+shapes=()
+while read -r name k turns gamma keval shape first; do
+  arms+=("$name")
+  ARM_K[$name]=$k ARM_TURNS[$name]=$turns ARM_GAMMA[$name]=$gamma ARM_KEVAL[$name]=$keval ARM_SHAPE[$name]=$shape
+  if [[ "$first" == reference ]]; then ARM_FIRST[$name]=$STEPS; else ARM_FIRST[$name]=$BASELINE_STEPS; fi
+  [[ " ${shapes[*]} " == *" $shape "* ]] || shapes+=("$shape")
+done <<<"$arm_lines"
 
 mkdir -p "$WORK_DIR"
 # shellcheck source=lib/retrieval.sh
@@ -138,11 +172,15 @@ trap 'background_stop; retrieval_stop_started' EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
-# --- shared setup: data, warm start, retrieval (cached after the first run) ---
-mapfile -t files < <("$PYTHON" -c \
-  'from mr_search_embedded.data import ensure_embedded_parquet; print(*ensure_embedded_parquet(), sep="\n")')
-TRAIN_FILE="${files[0]}"
-TEST_FILE="${files[1]}"
+# --- the splits and the plan: the test, written before anything trains ---
+mapfile -t files < <("$PYTHON" -m mr_search_embedded.splits train dev test)
+((${#files[@]} == 3)) || die "the splits could not be built (python -m mr_search_embedded.splits train dev test)"
+TRAIN_FILE="${files[0]}" DEV_FILE="${files[1]}" TEST_FILE="${files[2]}"
+"$PYTHON" -m mr_search_embedded.compare plan "${plan_args[@]}" --train "$TRAIN_FILE" --dev "$DEV_FILE" \
+  --test "$TEST_FILE" --out "$WORK_DIR" --report-dir "$REPORT_DIR" || die "the plan could not be written (above)"
+echo "compare.sh: the plan is in $WORK_DIR/plan.md and $REPORT_DIR/plan.md"
+
+# --- shared setup: warm start, retrieval (cached after the first run) ---
 if [[ -n "$WARM_START" ]]; then
   WARM="$(realpath "$WARM_START")"
   echo "compare.sh: starting from the given warm start $WARM"
@@ -164,7 +202,6 @@ restate_override=()  # train_grpo_step.sh (Hydra)
 if [[ "$trained_restating" == 1 ]]; then
   restate_flag=(--reflection-restates-question)
   restate_override=(mr_search.episode.reflection_restates_question=true)
-  feedback_said+="; reflection turns restate the question"
 fi
 if ! retrieval_healthy "$RETRIEVER_URL"; then
   echo -n "compare.sh: "
@@ -187,31 +224,28 @@ if [[ "$ROLLOUT_ENGINE" == hf ]]; then
 else
   machine+=", no GPU used, shared with other jobs"
 fi
-knobs=""  # the world and policy knobs, when not the defaults, lead the command in the report
+knobs=""  # the knobs that are not the defaults lead the command in the report
 [[ "$MR_SEARCH_WORLD" == default ]] || knobs+="MR_SEARCH_WORLD=$MR_SEARCH_WORLD "
 [[ -z "$WARM_START" ]] || knobs+="WARM_START=$WARM "
 [[ "$POLICY" == tiny ]] || knobs+="POLICY=$POLICY "
+[[ "$OUTCOME_FEEDBACK" == 0 ]] || knobs+="OUTCOME_FEEDBACK=1 "
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
 import json, sys
+from datetime import datetime, timezone
 meta = {
-    "command": "${knobs}LR=$LR ${feedback_override:+OUTCOME_FEEDBACK=1 }SEEDS=$SEEDS STEPS=$STEPS BASELINE_STEPS=$BASELINE_STEPS K_EVAL=$K_EVAL MAX_QUESTIONS=$MAX_QUESTIONS make compare",
+    "command": "${knobs}ARMS='${arms[*]}' SEEDS=$SEEDS STEPS=$STEPS BASELINE_STEPS=$BASELINE_STEPS ATTEMPTS=$ATTEMPTS TURNS=$TURNS LR=$LR MAX_QUESTIONS=$MAX_QUESTIONS make compare",
     "machine": "$machine",
-    "steps": $STEPS,
-    "MR-Search": "K=$ATTEMPTS, mr_search loop + estimator (gamma 1, leave-one-out), batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE",
-    "baseline": "K=1, mr_search estimator (leave-one-out, as MR-Search), batch $TRAIN_BATCH_SIZE x n=$GROUP_SIZE, more steps to match tokens",
-    "learning rate": "$LR",
-    "evaluation": "greedy, K_eval=$K_EVAL, first $MAX_QUESTIONS held-out questions per data source of $TEST_FILE; $MAX_NEW_TOKENS tokens a turn, $MAX_INFO_TOKENS a passages block, $EVAL_RESPONSE_LENGTH a meta-episode; outcome feedback $feedback_said",
     "warm start": "$WARM",
-    "world": "$MR_SEARCH_WORLD",
-    "policy": "$POLICY",
+    "reflection turns": "$([[ $trained_restating == 1 ]] && echo "restate the question" || echo "fixed (paper)"), outcome feedback $([[ $OUTCOME_FEEDBACK == 1 ]] && echo on || echo off)",
     "work": "$WORK_DIR",
+    "training started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
 }
 open(sys.argv[1], "w").write(json.dumps(meta, indent=1) + "\n")
 PY
 
 # --- training: one verl run at a time ---
-train() {  # train <run dir> <attempts> <steps> <seed>
-  local run="$1" attempts="$2" steps="$3" seed="$4"
+train() {  # train <run dir> <arm> <steps> <seed>
+  local run="$1" arm="$2" steps="$3" seed="$4" gamma="${ARM_GAMMA[$2]}" start
   if compgen -G "$run/checkpoints/global_step_$steps" >/dev/null; then
     echo "compare.sh: $run already has step $steps; skipped"
     return 0
@@ -220,44 +254,67 @@ train() {  # train <run dir> <attempts> <steps> <seed>
     # A shared small machine holds one verl run at a time: wait for any other to finish.
     while pgrep -f "verl.trainer.main_ppo" >/dev/null; do sleep 10; done
   fi
-  LR="$LR" PRESET=embedded ROLLOUT_ENGINE="$ROLLOUT_ENGINE" RUN_DIR="$run" ATTEMPTS="$attempts" TOTAL_STEPS="$steps" \
-    MODEL_PATH="$WARM" TRAIN_FILE="$TRAIN_FILE" \
-    VAL_FILE="$TEST_FILE" TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" GROUP_SIZE="$GROUP_SIZE" SAVE_FREQ=1 TEST_FREQ=-1 \
-    RETRIEVER_URL="$RETRIEVER_URL" START_RETRIEVER=0 PYTHON="$PYTHON" \
+  [[ "$gamma" != - ]] || gamma=""  # K = 1: no later attempt to discount; the config's value stands
+  start="$(date +%s)"
+  # VAL_FILE is the train parquet: verl builds a validation set at start even with TEST_FREQ=-1, and training must
+  # open neither dev nor test.
+  LR="$LR" PRESET=embedded ROLLOUT_ENGINE="$ROLLOUT_ENGINE" RUN_DIR="$run" ATTEMPTS="${ARM_K[$arm]}" \
+    MAX_TURNS="${ARM_TURNS[$arm]}" GAMMA="$gamma" ADV_ESTIMATOR=mr_search TOTAL_STEPS="$steps" MODEL_PATH="$WARM" \
+    TRAIN_FILE="$TRAIN_FILE" VAL_FILE="$TRAIN_FILE" TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" GROUP_SIZE="$GROUP_SIZE" \
+    SAVE_FREQ=1 TEST_FREQ=-1 RETRIEVER_URL="$RETRIEVER_URL" START_RETRIEVER=0 PYTHON="$PYTHON" \
     bash "$ROOT/train_grpo_step.sh" "data.seed=$seed" "actor_rollout_ref.rollout.seed=$seed" \
     "actor_rollout_ref.actor.data_loader_seed=$seed" "trainer.max_actor_ckpt_to_keep=null" "${feedback_override[@]}" \
     "${restate_override[@]}" \
-    >"$run.log" 2>&1 || die "training failed; log: $run.log"
+    >>"$run.log" 2>&1 || die "training failed; log: $run.log"
+  echo "$start $(date +%s) $steps" >>"$run.times"  # the next plan's launch overhead
 }
 
-match_budget() {  # match_budget <seed dir>: prints "<baseline steps needed> <baseline step to evaluate>"
-  "$PYTHON" -m mr_search_embedded.compare budget --mr "$1/mr_search" --mr-rows "$ROWS" --baseline "$1/baseline" \
-    --baseline-rows "$ROWS" --out "$1/budget.json" --tolerance "$TOKEN_TOLERANCE"
+match_budget() {  # match_budget <seed dir> <arm>: prints "<steps the arm must have> <step to evaluate>"
+  "$PYTHON" -m mr_search_embedded.compare budget --reference "$1/mr_search" --run "$1/$2" --rows "$ROWS" \
+    --out "$1/budget_$2.json" --tolerance "$TOKEN_TOLERANCE"
 }
 
-evaluate() {  # evaluate <out dir> LABEL=PATH...
-  local out="$1"
-  shift
+evaluate() {  # evaluate <out dir> <attempts> <turns> LABEL=PATH...
+  local out="$1" attempts="$2" turns="$3"
+  shift 3
   local models=()
   for m in "$@"; do models+=(--model "$m"); done
   OMP_NUM_THREADS=1 "$PYTHON" -m mr_search.eval "${models[@]}" --data "$TEST_FILE" --out "$out.tmp" \
-    --retriever-url "$RETRIEVER_URL/retrieve" --attempts "$K_EVAL" --max-questions "$MAX_QUESTIONS" --no-progress \
-    --max-new-tokens "$MAX_NEW_TOKENS" --max-information-tokens "$MAX_INFO_TOKENS" \
-    --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}" "${restate_flag[@]}" \
-    >"$out.log" 2>&1 || die "evaluation failed; log: $out.log"
+    --retriever-url "$RETRIEVER_URL/retrieve" --attempts "$attempts" --max-turns "$turns" \
+    --max-questions "$MAX_QUESTIONS" --no-progress --max-new-tokens "$MAX_NEW_TOKENS" \
+    --max-information-tokens "$MAX_INFO_TOKENS" --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}" \
+    "${restate_flag[@]}" >"$out.log" 2>&1 || die "evaluation failed; log: $out.log"
   rm -rf "$out"
   mv "$out.tmp" "$out"
 }
 
-# An evaluation is kept only if it evaluated these models with these K_EVAL, MAX_QUESTIONS, token limits and
-# OUTCOME_FEEDBACK (a continued run may change them).
-evaluated() {  # evaluated <out dir> LABEL=PATH...: true if <out dir> holds that evaluation
-  local out="$1"
-  shift
+# An evaluation is kept only if it evaluated these models with these settings (a continued run may change them).
+evaluated() {  # evaluated <out dir> <attempts> <turns> LABEL=PATH...: true if <out dir> holds that evaluation
+  local out="$1" attempts="$2" turns="$3"
+  shift 3
   "$PYTHON" -m mr_search_embedded.compare fresh --results "$out/results.json" --models "$@" \
-    --k-eval "$K_EVAL" --max-questions "$MAX_QUESTIONS" --max-new-tokens "$MAX_NEW_TOKENS" \
+    --k-eval "$attempts" --max-turns "$turns" --max-questions "$MAX_QUESTIONS" --max-new-tokens "$MAX_NEW_TOKENS" \
     --max-information-tokens "$MAX_INFO_TOKENS" --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}" \
     "${restate_flag[@]}"
+}
+
+evaluate_if_stale() {  # evaluate_if_stale <what> <out dir> <attempts> <turns> LABEL=PATH...
+  local what="$1"
+  shift
+  if evaluated "$@"; then
+    echo "compare.sh: $what: $1 already holds it; skipped"
+  else
+    echo "compare.sh: $what ($(date -u +%H:%M:%S) UTC)"
+    evaluate "$@"
+  fi
+}
+
+test_read_recorded=0
+record_test_read() {  # the ledger next to the test parquet: this comparison's final evaluation reads it
+  ((test_read_recorded)) && return 0
+  "$PYTHON" -m mr_search_embedded.reads record --parquet "$TEST_FILE" --split test --reader comparison \
+    --work "$WORK_DIR" || die "could not record the test read in the ledger next to $TEST_FILE"
+  test_read_recorded=1
 }
 
 finish_evaluation() {  # waits for the evaluation in the background, if any; stops on its failure
@@ -266,46 +323,59 @@ finish_evaluation() {  # waits for the evaluation in the background, if any; sto
   echo "compare.sh: $BACKGROUND_WHAT done ($(date -u +%H:%M:%S) UTC)"
 }
 
-start_evaluation() {  # start_evaluation <what> <out dir> LABEL=PATH...: after the one in flight, in the
-  local what="$1"       # background with OVERLAP_EVAL=1
+in_background() {  # in_background <what> COMMAND...: after the one in flight; beside training with OVERLAP_EVAL=1
+  local what="$1"
   shift
   finish_evaluation
-  echo "compare.sh: $what ($(date -u +%H:%M:%S) UTC)"
+  record_test_read
   if [[ "$OVERLAP_EVAL" == 1 ]]; then
-    background_start "$what" evaluate "$@"
+    background_start "$what" "$@"
   else
-    evaluate "$@"
+    "$@"
   fi
 }
 
-if ! evaluated "$WORK_DIR/warm_eval" "warm_start=$WARM"; then
-  start_evaluation "evaluating the warm start" "$WORK_DIR/warm_eval" "warm_start=$WARM"
-fi
+reference_shape="${ARM_SHAPE[mr_search]}"
+in_background "the warm start's test evaluation" evaluate_if_stale "evaluating the warm start" \
+  "$WORK_DIR/warm_eval_$reference_shape" "${ARM_KEVAL[mr_search]}" "${ARM_TURNS[mr_search]}" "warm_start=$WARM"
+
+evaluate_seed() {  # evaluate_seed <seed dir> <arm=step ...>: every shape's evaluation of the seed's checkpoints
+  local dir="$1" shape arm
+  shift
+  for shape in "${shapes[@]}"; do
+    local pair=() attempts="" turns=""
+    for entry in "$@"; do
+      arm="${entry%%=*}"
+      [[ "${ARM_SHAPE[$arm]}" == "$shape" ]] || continue
+      pair+=("$arm=$dir/$arm/checkpoints/global_step_${entry#*=}")
+      attempts="${ARM_KEVAL[$arm]}" turns="${ARM_TURNS[$arm]}"
+    done
+    evaluate_if_stale "$(basename "$dir"): evaluating ${pair[*]%%=*} ($shape)" "$dir/eval_$shape" "$attempts" \
+      "$turns" "${pair[@]}"
+  done
+}
 
 for seed in "${seeds[@]}"; do
   dir="$WORK_DIR/seed_$seed"
   mkdir -p "$dir"
-  echo "compare.sh: seed $seed: MR-Search K=$ATTEMPTS, $STEPS steps ($(date -u +%H:%M:%S) UTC)"
-  train "$dir/mr_search" "$ATTEMPTS" "$STEPS" "$seed"
-  echo "compare.sh: seed $seed: baseline K=1, $BASELINE_STEPS steps ($(date -u +%H:%M:%S) UTC)"
-  train "$dir/baseline" 1 "$BASELINE_STEPS" "$seed"
-  read -r needed step < <(match_budget "$dir")
-  if ((needed > BASELINE_STEPS)); then
-    echo "compare.sh: seed $seed: baseline short of the token budget; resuming to $needed steps"
-    train "$dir/baseline" 1 "$needed" "$seed"
-    read -r needed step < <(match_budget "$dir")
-  fi
-  pair=("mr_search=$dir/mr_search/checkpoints/global_step_$STEPS" "baseline=$dir/baseline/checkpoints/global_step_$step")
-  if evaluated "$dir/eval" "${pair[@]}"; then
-    echo "compare.sh: seed $seed: $dir/eval already evaluated MR-Search step $STEPS and baseline step $step; skipped"
-  else
-    start_evaluation "seed $seed: evaluating MR-Search step $STEPS and baseline step $step" "$dir/eval" "${pair[@]}"
-  fi
+  chosen=()
+  for arm in "${arms[@]}"; do  # mr_search first: its tokens are the budget of the others
+    echo "compare.sh: seed $seed: $arm, ${ARM_FIRST[$arm]} steps ($(date -u +%H:%M:%S) UTC)"
+    train "$dir/$arm" "$arm" "${ARM_FIRST[$arm]}" "$seed"
+    read -r needed step have < <(match_budget "$dir" "$arm") || die "the token match of $arm failed (above)"
+    while ((needed > have)); do
+      echo "compare.sh: seed $seed: $arm short of MR-Search's model-written tokens; resuming to $needed steps"
+      train "$dir/$arm" "$arm" "$needed" "$seed"
+      read -r needed step have < <(match_budget "$dir" "$arm") || die "the token match of $arm failed (above)"
+    done
+    chosen+=("$arm=$step")
+  done
+  in_background "seed $seed: the test evaluation" evaluate_seed "$dir" "${chosen[@]}"
   echo "compare.sh: seed $seed trained ($(date -u +%H:%M:%S) UTC)"
 done
 finish_evaluation
 
-report=(--work "$WORK_DIR" --out "$REPORT_DIR" --mr-rows "$ROWS" --baseline-rows "$ROWS" --gain-attempt "$ATTEMPTS")
+report=(--work "$WORK_DIR" --out "$REPORT_DIR" --rows "$ROWS")
 [[ -z "$NOTE" ]] || report+=(--note "$NOTE")
 "$PYTHON" -m mr_search_embedded.compare report "${report[@]}"
 echo "compare.sh: done in ${SECONDS}s. Report: $REPORT_DIR/report.md"

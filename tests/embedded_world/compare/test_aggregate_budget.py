@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from mr_search_embedded.compare.aggregate import Spread, em_by_attempt, em_curve, gain_by_attempt, load_results
-from mr_search_embedded.compare.budget import match_runs, read_match, write_match
+from mr_search_embedded.compare.budget import match_runs, next_steps, read_match, write_match
 
 
 def test_spread_over_seeds() -> None:
@@ -34,16 +34,32 @@ def test_em_curve_from_eval_results(tmp_path: Path, write_results) -> None:
         em_curve(results, "other")
 
 
-def test_budget_match_picks_closest_baseline_step(tmp_path: Path, write_metrics, mr_step, k1_step) -> None:
-    write_metrics(tmp_path / "mr", [mr_step(s, [0, 0, 0], 300.0) for s in (1, 2)])  # 9,600 tokens at 16 rows
-    write_metrics(tmp_path / "k1", [k1_step(s, 0.0, 110.0) for s in range(1, 5)])  # 1,760 a step
+def test_budget_match_counts_model_written_tokens(tmp_path: Path, write_metrics, mr_step) -> None:
+    # MR-Search: 2 steps of 3 attempts x 100 model-written tokens (sampled: 16 rows x 300 a step).
+    write_metrics(tmp_path / "mr", [mr_step(s, [0, 0, 0], 300.0) for s in (1, 2)])
+    write_metrics(tmp_path / "k1", [mr_step(s, [0.0], 110.0) for s in range(1, 5)])  # 100 model-written a step
     match = match_runs(tmp_path / "mr", 16, tmp_path / "k1", 16)
-    assert match.mr_tokens == 9600.0
-    assert match.mr_model_tokens == 600.0
-    assert match.baseline_steps_needed == 6  # 4 run (7,040) + ceil(2,560 / 1,760)
-    assert match.baseline_step == 4
-    write_metrics(tmp_path / "k1", [k1_step(s, 0.0, 110.0) for s in (5, 6)], launch="resumed")
+    assert (match.reference_model_tokens, match.reference_response_tokens) == (600.0, 9600.0)
+    assert match.steps_needed == 6  # 4 run (400) + ceil(200 / 100)
+    assert (match.step, match.model_tokens, match.response_tokens) == (4, 400.0, 4 * 110.0 * 16)
+    assert next_steps(match, 0.05) == 6 and next_steps(match, 0.4) == 4
+    write_metrics(tmp_path / "k1", [mr_step(s, [0.0], 110.0) for s in (5, 6, 7)], launch="resumed")
     match = match_runs(tmp_path / "mr", 16, tmp_path / "k1", 16)
-    assert match.baseline_step == 5  # 8,800 is closer to 9,600 than 10,560
-    assert match.ratio == pytest.approx(8800 / 9600)
+    assert match.step == 6 and match.ratio == 1.0 and match.within(0.0)
+    assert next_steps(match, 0.05) == 7, "over the budget: no more steps; step 6 is evaluated"
     assert read_match(write_match(match, tmp_path / "budget.json")) == match
+    with pytest.raises(ValueError, match="tolerance"):
+        next_steps(match, 1.5)
+
+
+def test_runs_without_model_written_tokens_and_old_matches_are_refused(
+    tmp_path: Path, write_metrics, mr_step, k1_step
+) -> None:
+    write_metrics(tmp_path / "mr", [mr_step(1, [0, 0, 0], 300.0)])
+    write_metrics(tmp_path / "grpo", [k1_step(1, 0.0, 110.0)])  # verl's own estimator: no model-written count
+    with pytest.raises(ValueError, match="adv_estimator=mr_search"):
+        match_runs(tmp_path / "mr", 16, tmp_path / "grpo", 16)
+    old = tmp_path / "budget.json"
+    old.write_text('{"mr_steps": 16, "mr_tokens": 1.0, "baseline_step": 3}')
+    with pytest.raises(ValueError, match="earlier sampled-token harness"):
+        read_match(old)

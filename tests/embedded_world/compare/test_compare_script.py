@@ -12,36 +12,67 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 SCRIPT = ROOT / "examples" / "embedded_world" / "scripts" / "compare.sh"
 # Knobs a test passes itself, never the caller's shell.
-OWN = ("MR_SEARCH_WORLD", "WORLD", "POLICY", "NAMESAKE_VERSION", "MR_SEARCH_NAMESAKE_VERSION", "NAMESAKE_RECIPE")
+OWN = (
+    "MR_SEARCH_WORLD",
+    "WORLD",
+    "POLICY",
+    "NAMESAKE_VERSION",
+    "MR_SEARCH_NAMESAKE_VERSION",
+    "NAMESAKE_RECIPE",
+    "K_EVAL",
+    "ARMS",
+    "TIMINGS",
+    "REPORT_DIR",
+)
 
 
 def run(tmp_path: Path, **env: str) -> subprocess.CompletedProcess[str]:
     inherited = {k: v for k, v in os.environ.items() if k not in OWN}
     full = {**inherited, "PYTHON": sys.executable, "DRY_RUN": "1", "MR_SEARCH_CACHE": str(tmp_path), **env}
-    return subprocess.run(["bash", str(SCRIPT)], env=full, capture_output=True, text=True, timeout=60, check=False)
+    return subprocess.run(["bash", str(SCRIPT)], env=full, capture_output=True, text=True, timeout=120, check=False)
 
 
-def test_default_plan(tmp_path: Path) -> None:
+def test_the_dry_run_prints_the_plan_with_the_four_arms(tmp_path: Path) -> None:
     result = run(tmp_path, WORK_DIR=str(tmp_path / "w"))
     assert result.returncode == 0, result.stderr
-    assert "seeds 1 2 3" in result.stdout
-    assert "MR-Search K=3 16 steps, baseline K=1 from 64 steps" in result.stdout
-    assert "K_eval=6" in result.stdout
-    assert "lr 1e-4;" in result.stdout, "the learning rate of every committed run"
+    out = result.stdout
+    assert "arms mr_search k1 k1_all_turns mr_search_no_credit; seeds 1 2 3 4 5" in out
+    for arm, what in (
+        ("mr_search", "K = 3 attempts of 3 turns, gamma = 1; its steps are the budget; evaluated 3x3"),
+        ("k1", "K = 1 with the same 3 turns per attempt (Search-R1); first launch 64 steps; evaluated 3x3"),
+        ("k1_all_turns", "3 x 3 = 9 turns in one attempt; first launch 64 steps; evaluated 1x9"),
+        ("mr_search_no_credit", "MR-Search with gamma = 0"),
+    ):
+        assert f"  - `{arm}`: " in out and what in out, arm
+    for part in ("**Metric**", "**Comparison**", "**Pass rule**", "**Budget**", "**Seeds**: 5", "**Splits**"):
+        assert part in out, part
+    assert "lr 1e-4" in out, "the learning rate of every committed run"
     # evaluated with the embedded training's limits: 48 tokens a turn, 256 a passages block, 1024 per 3 attempts
-    assert "(48 tokens a turn, 256 a passages block, 2048 a meta-episode)" in result.stdout
-    assert not (tmp_path / "w").exists()  # a dry run writes nothing
+    assert "1024 tokens a meta-episode, 48 a turn, 256 a passages block" in out
+    assert "**Planned wall time**: ~" in out and "reports/compare_embedded/comparison.json" in out
+    assert not (tmp_path / "w").exists() and not any(tmp_path.iterdir()), "a dry run writes nothing, builds nothing"
 
 
 def test_knobs_change_the_plan(tmp_path: Path) -> None:
     result = run(
-        tmp_path, SEEDS="2", SEED_BASE="7", STEPS="4", BASELINE_STEPS="10", K_EVAL="3", MAX_NEW_TOKENS="64", LR="3e-5"
+        tmp_path,
+        ARMS="k1,mr_search",
+        SEEDS="2",
+        SEED_BASE="7",
+        STEPS="4",
+        BASELINE_STEPS="10",
+        MAX_NEW_TOKENS="64",
+        LR="3e-5",
+        TURNS="2",
+        ATTEMPTS="2",
     )
     assert result.returncode == 0, result.stderr
-    assert "(64 tokens a turn, 256 a passages block, 1024 a meta-episode)" in result.stdout
-    assert "seeds 7 8" in result.stdout and "lr 3e-5;" in result.stdout
-    assert "4 steps, baseline K=1 from 10 steps" in result.stdout
-    assert "outcome feedback off (paper)" in result.stdout
+    out = result.stdout
+    assert "683 tokens a meta-episode, 64 a turn" in out, "1024 per 3 attempts, rounded"
+    assert "**Seeds**: 2 (7, 8)" in out and "lr 3e-5" in out
+    assert "K = 2 attempts of 2 turns" in out and "first launch 10 steps" in out
+    assert "k1_all_turns" not in out
+    assert "outcome feedback off (paper)" in out
     assert "outcome feedback on (MAGE-style)" in run(tmp_path, OUTCOME_FEEDBACK="1").stdout
 
 
@@ -49,10 +80,11 @@ def test_the_namesake_world_gets_its_own_report_and_port(tmp_path: Path) -> None
     result = run(tmp_path, MR_SEARCH_WORLD="namesake", POLICY="small")
     assert result.returncode == 0, result.stderr
     assert "world namesake, policy small" in result.stdout
-    assert f"report {ROOT}/reports/compare_namesake, retrieval http://127.0.0.1:8019" in result.stdout
+    assert f"report {ROOT}/reports/comparison/namesake, retrieval http://127.0.0.1:8019" in result.stdout
+    assert "reports/compare_namesake/comparison.json" in result.stdout, "step times of the world's earlier report"
     default = run(tmp_path)
     assert "world default, policy tiny" in default.stdout
-    assert f"report {ROOT}/reports/compare_embedded, retrieval http://127.0.0.1:8000" in default.stdout
+    assert f"report {ROOT}/reports/comparison/default, retrieval http://127.0.0.1:8000" in default.stdout
 
 
 @pytest.mark.parametrize(
@@ -61,6 +93,7 @@ def test_the_namesake_world_gets_its_own_report_and_port(tmp_path: Path) -> None
         ({"WORLD": "namesake"}, "WORLD is now MR_SEARCH_WORLD (WORLD=namesake given)"),
         ({"NAMESAKE_VERSION": "4"}, "NAMESAKE_VERSION is gone: the namesake world has one version and one warm start"),
         ({"MR_SEARCH_NAMESAKE_VERSION": "4"}, "MR_SEARCH_NAMESAKE_VERSION is gone"),
+        ({"K_EVAL": "6"}, "K_EVAL is gone: the final evaluation uses K_eval = ATTEMPTS"),
         ({"MR_SEARCH_WORLD": "namesake", "NAMESAKE_RECIPE": "14"}, "NAMESAKE_RECIPE is gone"),
     ],
 )
@@ -75,7 +108,9 @@ def test_one_name_per_knob_and_retired_knobs_are_named(tmp_path: Path, env: dict
         ({"SEEDS": "0"}, "SEEDS=0 is not valid"),
         ({"STEPS": "two"}, "STEPS=two is not valid"),
         ({"ATTEMPTS": "1"}, "MR-Search needs >= 2 attempts"),
-        ({"K_EVAL": "-3"}, "K_EVAL=-3 is not valid"),
+        ({"TURNS": "0"}, "TURNS=0 is not valid"),
+        ({"ARMS": "mr_search k2"}, "k2 not valid; use some of mr_search, k1, k1_all_turns, mr_search_no_credit"),
+        ({"ARMS": "mr_search"}, "lacks k1"),
         ({"MAX_NEW_TOKENS": "0"}, "MAX_NEW_TOKENS=0 is not valid"),
         ({"EVAL_RESPONSE_LENGTH": "lots"}, "EVAL_RESPONSE_LENGTH=lots is not valid"),
         ({"RETRIEVER_URL": "http://example.com:80"}, "use http://127.0.0.1:<port>"),

@@ -6,8 +6,8 @@ import json
 from pathlib import Path
 
 from mr_search.eval.records import make_attempt, make_record
-from mr_search_embedded.compare.layout import BASELINE, MR, WARM
-from mr_search_embedded.compare.report import build_comparison
+from mr_search_embedded.compare.arms import K1 as BASELINE
+from mr_search_embedded.compare.arms import K1_ALL_TURNS, MR, WARM
 from mr_search_embedded.compare.retries import count_retries, retry_table
 
 
@@ -29,10 +29,11 @@ def _write(path: Path, records: list[dict]) -> None:
     path.write_text("".join(json.dumps(r) + "\n" for r in records))
 
 
-def test_retries_are_counted_per_model_seed_and_source(work_folder: Path) -> None:
+def test_retries_are_counted_per_model_seed_and_source(tmp_path: Path) -> None:
     ns = "embedded_namesake"
+    seed_1 = tmp_path / "seed_1" / "eval_3x3" / "trajectories.jsonl"
     _write(
-        work_folder / "seed_1" / "eval" / "trajectories.jsonl",
+        seed_1,
         [
             _episode(MR, "1", ns, [0, 1, 1], ["Aldo Venn", "Drelo Kam", "Drelo Kam"]),  # fixed at 2 by a new search
             _episode(MR, "2", ns, [0, 0, 1], ["Aldo Venn", "Aldo Venn", "Drelo Kam"]),  # fixed only at 3
@@ -40,8 +41,17 @@ def test_retries_are_counted_per_model_seed_and_source(work_folder: Path) -> Non
             _episode(BASELINE, "1", ns, [0, 0, 0], ["Aldo Venn", "Aldo Venn", "Aldo Venn"]),
         ],
     )
-    _write(work_folder / "warm_eval" / "trajectories.jsonl", [_episode(WARM, "1", ns, [1, 1, 1], ["a", "a", "a"])])
-    rows = count_retries(work_folder, [2, 3])
+    one_attempt = tmp_path / "seed_1" / "eval_1x9" / "trajectories.jsonl"
+    _write(one_attempt, [_episode(K1_ALL_TURNS, "1", ns, [1], ["Aldo Venn"])])
+    warm = tmp_path / "warm_eval_3x3" / "trajectories.jsonl"
+    _write(warm, [_episode(WARM, "1", ns, [1, 1, 1], ["a", "a", "a"])])
+    evaluations = [
+        (None, warm, [WARM]),
+        (1, seed_1, [MR, BASELINE]),
+        (1, one_attempt, [K1_ALL_TURNS]),
+        (2, tmp_path / "seed_2" / "eval_3x3" / "trajectories.jsonl", [MR, BASELINE]),
+    ]
+    rows = count_retries(evaluations, [2, 3])
     mr = {r["attempts"]: r["outcomes"] for r in rows if r["model"] == MR and r["seed"] == 1}
     assert mr[2][ns] == {
         "wrong_first": 2,
@@ -57,21 +67,9 @@ def test_retries_are_counted_per_model_seed_and_source(work_folder: Path) -> Non
     assert mr[2]["all"]["broken_n"] == 0 and mr[3]["all"]["broken_n"] == 1
     base = {r["attempts"]: r["outcomes"] for r in rows if r["model"] == BASELINE and r["seed"] == 1}
     assert base[3]["all"]["fixed_n"] == 0 and base[3]["all"]["searched_differently_n"] == 0
-    assert {(r["model"], r["seed"]) for r in rows} == {(MR, 1), (BASELINE, 1), (WARM, None)}, "seed 2 has no file"
+    assert {(r["model"], r["seed"]) for r in rows} == {(MR, 1), (BASELINE, 1), (WARM, None)}, (
+        "seed 2 has no file; one attempt has no retry to count"
+    )
     table = retry_table(rows, {MR: "MR-Search K=3"}, [ns])
     assert "| MR-Search K=3 | 1 | embedded_namesake | 2 | 2 | 1 | 2 | 0 | 0 | 0 |" in table
     assert "| warm_start | - | all | 0 | 0 | 0 | 0 | 1 | 0 | 0 |" in table
-    comparison = build_comparison(work_folder, {MR: 16, BASELINE: 16})
-    assert comparison["retries"] == count_retries(work_folder, [3]), "K_eval 3: counted at attempt 3 once"
-
-
-def test_the_report_shows_the_retries(work_folder: Path, tmp_path: Path) -> None:
-    from mr_search_embedded.compare.__main__ import write_report
-
-    _write(
-        work_folder / "seed_1" / "eval" / "trajectories.jsonl",
-        [_episode(MR, "1", "embedded_1hop", [0, 1, 1], ["Aldo Venn", "Drelo Kam", "Drelo Kam"])],
-    )
-    report = write_report(work_folder, tmp_path / "report", 16, 16).read_text()
-    assert "## What the retries did" in report
-    assert "| MR-Search K=3 | 1 | all | 1 | 1 | 1 | 0 | 0 |" in report

@@ -48,3 +48,21 @@ def test_errors_say_what_is_wrong(tmp_path: Path, write_metrics, mr_step, k1_ste
     (tmp_path / "bad" / "metrics" / "x.jsonl").write_text("not json\n")
     with pytest.raises(ValueError, match=r"x.jsonl:1"):
         read_steps(tmp_path / "bad", rows=4)
+
+
+def test_model_written_tokens_are_a_measure_of_their_own(tmp_path: Path, write_metrics, mr_step, k1_step) -> None:
+    # The step total wins over the per-attempt counts (logs from before it have only those).
+    line = mr_step(1, [0.0, 0.5], 400.0)
+    line["data"]["mr_search/model_tokens"] = 150.0
+    write_metrics(tmp_path / "run", [line, mr_step(2, [0.0, 0.5], 400.0)])
+    steps = read_steps(tmp_path / "run", rows=4)
+    assert [s.model_tokens for s in steps] == [150.0, 200.0]
+    assert cumulative_tokens(steps, "model") == [150.0, 350.0]
+    assert cumulative_tokens(steps) == [1600.0, 3200.0]  # sampled: passages and reflection turns included
+    assert closest_step(steps, 330.0, "model").step == 2
+    assert steps_to_reach(steps, 700.0, "model") == 4  # 2 run (350) + ceil(350 / 175)
+    write_metrics(tmp_path / "verl", [k1_step(1, 0.5, 50.0)])
+    with pytest.raises(ValueError, match="adv_estimator=mr_search"):
+        cumulative_tokens(read_steps(tmp_path / "verl", rows=4), "model")
+    with pytest.raises(ValueError, match="use one of"):
+        cumulative_tokens(steps, "sampled")

@@ -91,6 +91,9 @@ def test_evaluation_writes_table_json_plot_and_viewer(
     rows = results["methods"]["untrained"]["attempts"]
     assert [r["attempt"] for r in rows] == [1, 2] and results["meta"]["K_eval"] == 2
     assert results["meta"]["outcome feedback"] is False, "the meta says whether reflections were told the outcome"
+    assert results["meta"]["max turns per attempt"] == 3, (
+        "and how many turns an attempt had (the comparison's arms differ)"
+    )
     assert set(rows[0]["em"]) == {"embedded_1hop", "embedded_2hop", "average"}
     md = paths["results.md"].read_text()
     assert "| method | attempt | embedded_1hop | embedded_2hop | Avg |" in md and "| untrained | 2 |" in md

@@ -1,13 +1,17 @@
-"""``python -m mr_search_embedded.compare``: the token budget match and the report of
-examples/embedded_world/scripts/compare.sh.
+"""``python -m mr_search_embedded.compare``: the plan, the arms, the token budget match, the freshness of an
+evaluation and the report of examples/embedded_world/scripts/compare.sh.
 
-python -m mr_search_embedded.compare budget --mr RUN --mr-rows 16 --baseline RUN --baseline-rows 16 --out budget.json
-    prints the baseline steps needed to reach the MR-Search run's sampled tokens, then the step to evaluate
-python -m mr_search_embedded.compare report --work WORK --out reports/compare_embedded --mr-rows 16 --baseline-rows 16
-    writes report.md, comparison.json, em_vs_attempt.png and em_vs_step.png; appends to history.jsonl
-python -m mr_search_embedded.compare fresh --results results.json --models LABEL=PATH [...] \
-    --k-eval 6 --max-questions 40
+python -m mr_search_embedded.compare plan --arms "mr_search k1" --seeds 5 --steps 16 ... [--out WORK] [--test P]
+    prints the plan (markdown); with --out writes WORK/plan.json and WORK/plan.md (and --report-dir's plan.md)
+python -m mr_search_embedded.compare arms --arms "mr_search k1" --attempts 3 --turns 3
+    prints one line per arm: name, attempts, turns, gamma (- if none), eval attempts, shape, first-launch kind
+python -m mr_search_embedded.compare budget --reference RUN --run RUN --rows 16 --out budget.json
+    prints the steps the run must have to reach the reference's model-written tokens, the step to evaluate, the steps
+    it has
+python -m mr_search_embedded.compare fresh --results results.json --models LABEL=PATH [...] --k-eval 3 ...
     exits 0 if that evaluation exists and was made of these models with these settings, else 1 (evaluate again)
+python -m mr_search_embedded.compare report --work WORK --out REPORT_DIR --rows 16
+    writes report.md, comparison.json, em_vs_attempt.png and em_vs_step.png; appends to history.jsonl
 """
 
 from __future__ import annotations
@@ -20,9 +24,12 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
-from mr_search_embedded.compare.budget import match_runs, write_match
-from mr_search_embedded.compare.layout import BASELINE, MR
-from mr_search_embedded.compare.markdown import append_history, history_entry, render_report
+from mr_search_embedded.compare.arms import build_arms, parse_arms
+from mr_search_embedded.compare.budget import match_runs, next_steps, write_match
+from mr_search_embedded.compare.history import append_history, history_entry
+from mr_search_embedded.compare.hypothesis import read_hypothesis
+from mr_search_embedded.compare.markdown import render_report
+from mr_search_embedded.compare.plan_cli import add_plan_arguments, plan_from_arguments
 from mr_search_embedded.compare.plots import EM_VS_ATTEMPT, EM_VS_STEP, plot_em_vs_attempt, plot_em_vs_step
 from mr_search_embedded.compare.report import build_comparison, evaluation_settings
 
@@ -37,11 +44,9 @@ def _rows(value: str) -> int:
     return rows
 
 
-def write_report(
-    work: Path, out: Path, mr_rows: int, baseline_rows: int, note: str = "", gain_attempt: int = 3
-) -> Path:
+def write_report(work: Path, out: Path, rows: int, note: str = "") -> Path:
     """Builds the comparison of ``work`` into ``out``; returns report.md."""
-    comparison = build_comparison(work, {MR: mr_rows, BASELINE: baseline_rows}, gain_attempt)
+    comparison = build_comparison(work, rows, read_hypothesis(out))
     if note:
         comparison["meta"]["note"] = note
     out.mkdir(parents=True, exist_ok=True)
@@ -70,9 +75,9 @@ def is_fresh(
 ) -> bool:
     """Whether ``results`` (a results.json of ``python -m mr_search.eval``) evaluated exactly ``models``
     (``LABEL=PATH``, as passed to it) with ``k_eval`` attempts on the first ``max_questions`` per data source, with
-    the token ``limits`` given (keys as its meta names them, e.g. ``"max new tokens per turn"``) and with outcome
-    feedback on or off as ``outcome_feedback`` says and reflection turns that restate the question or not as
-    ``restates_question`` says (evaluations from before those options had them off)."""
+    the ``limits`` given (keys as its meta names them, e.g. ``"max new tokens per turn"``, ``"max turns per
+    attempt"``) and with outcome feedback on or off as ``outcome_feedback`` says and reflection turns that restate
+    the question or not as ``restates_question`` says (evaluations from before those options had them off)."""
     if not results.is_file():
         return False
     evaluation = json.loads(results.read_text(encoding="utf-8"))
@@ -89,50 +94,48 @@ def is_fresh(
     )
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m mr_search_embedded.compare", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    budget = sub.add_parser("budget", help="match the baseline's sampled tokens to the MR-Search run's")
-    budget.add_argument("--mr", type=Path, required=True, help="MR-Search run folder")
-    budget.add_argument("--baseline", type=Path, required=True, help="baseline run folder")
-    budget.add_argument("--mr-rows", type=_rows, required=True, help="rows per MR-Search step (batch x n)")
-    budget.add_argument("--baseline-rows", type=_rows, required=True, help="rows per baseline step (batch x n)")
-    budget.add_argument("--out", type=Path, required=True, help="budget.json to write")
+    add_plan_arguments(sub.add_parser("plan", help="print (and write) the plan: the test, before any training"))
+    arms = sub.add_parser("arms", help="the arms' training and evaluation settings, one line each")
+    arms.add_argument("--arms", required=True, help="names separated by spaces or commas")
+    arms.add_argument("--attempts", type=int, required=True, help="MR-Search's K")
+    arms.add_argument("--turns", type=int, required=True, help="model turns per attempt")
+    budget = sub.add_parser("budget", help="match an arm's model-written tokens to the MR-Search run's")
+    budget.add_argument("--reference", type=Path, required=True, help="MR-Search run folder (the budget)")
+    budget.add_argument("--run", type=Path, required=True, help="the arm's run folder")
+    budget.add_argument("--rows", type=_rows, required=True, help="rows per step of both (batch x n)")
+    budget.add_argument("--out", type=Path, required=True, help="budget JSON to write")
     budget.add_argument(
-        "--tolerance",
-        type=float,
-        default=0.05,
-        help="no more baseline steps when its tokens are within this fraction of the budget (default 0.05)",
+        "--tolerance", type=float, default=0.05, help="no more steps once within this fraction below (default 0.05)"
     )
     report = sub.add_parser("report", help="write the report of a work folder")
-    report.add_argument(
-        "--work", type=Path, required=True, help="work folder of examples/embedded_world/scripts/compare.sh"
-    )
+    report.add_argument("--work", type=Path, required=True, help="work folder of scripts/compare.sh")
     report.add_argument("--out", type=Path, required=True, help="report folder (history.jsonl is appended)")
-    report.add_argument("--mr-rows", type=_rows, required=True)
-    report.add_argument("--baseline-rows", type=_rows, required=True)
+    report.add_argument("--rows", type=_rows, required=True, help="rows per training step (batch x n)")
     report.add_argument("--note", default="", help="one line for the history table")
-    report.add_argument(
-        "--gain-attempt",
-        type=int,
-        default=3,
-        help="attempt k of the reflection-gain test EM@k - EM@1 (MR-Search's training K; default 3, the paper's)",
-    )
     fresh = sub.add_parser("fresh", help="exit 0 if an evaluation of these models with these settings exists")
     fresh.add_argument("--results", type=Path, required=True, help="results.json of python -m mr_search.eval")
     fresh.add_argument("--models", nargs="+", required=True, help="LABEL=PATH of each model, as evaluated")
     fresh.add_argument("--k-eval", type=int, required=True)
     fresh.add_argument("--max-questions", type=int, default=None, help="questions per data source (default: all)")
-    fresh.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per model turn, if it must match")
+    fresh.add_argument("--max-turns", type=int, default=None, help="model turns per attempt, if it must match")
+    fresh.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per model turn, idem")
     fresh.add_argument("--max-information-tokens", type=int, default=None, help="tokens of a passages block, idem")
     fresh.add_argument("--response-length", type=int, default=None, help="meta-episode token budget, idem")
     fresh.add_argument("--outcome-feedback", action="store_true", help="evaluated with outcome feedback")
     fresh.add_argument(
         "--reflection-restates-question", action="store_true", help="evaluated with the question in reflection turns"
     )
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     if args.command == "fresh":
         limits = {
+            "max turns per attempt": args.max_turns,
             "max new tokens per turn": args.max_new_tokens,
             "max information tokens": args.max_information_tokens,
             "response length": args.response_length,
@@ -150,21 +153,26 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0 if fresh_enough else 1
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        if args.command == "budget":
-            match = match_runs(args.mr, args.mr_rows, args.baseline, args.baseline_rows)
+        if args.command == "plan":
+            print(plan_from_arguments(args), end="")
+        elif args.command == "arms":
+            for arm in build_arms(parse_arms(args.arms), args.attempts, args.turns):
+                gamma = "-" if arm.gamma is None else f"{arm.gamma:g}"
+                print(arm.name, arm.attempts, arm.turns, gamma, arm.eval_attempts, arm.shape, arm.first_steps)
+        elif args.command == "budget":
+            match = match_runs(args.reference, args.rows, args.run, args.rows)
             write_match(match, args.out)
             logger.info(
-                "budget %.0f tokens; baseline %d steps run, %d needed, step %d evaluated (ratio %.2f)",
-                match.mr_tokens,
-                match.baseline_steps_run,
-                match.baseline_steps_needed,
-                match.baseline_step,
+                "budget %.0f model-written tokens; %d steps run, %d needed, step %d evaluated (ratio %.2f)",
+                match.reference_model_tokens,
+                match.steps_run,
+                match.steps_needed,
+                match.step,
                 match.ratio,
             )
-            close_enough = match.ratio >= 1.0 - args.tolerance
-            print(match.baseline_steps_run if close_enough else match.baseline_steps_needed, match.baseline_step)
+            print(next_steps(match, args.tolerance), match.step, match.steps_run)
         else:
-            print(write_report(args.work, args.out, args.mr_rows, args.baseline_rows, args.note, args.gain_attempt))
+            print(write_report(args.work, args.out, args.rows, args.note))
     except (ValueError, FileNotFoundError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

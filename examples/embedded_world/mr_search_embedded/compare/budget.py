@@ -1,8 +1,9 @@
-"""Equal budgets of sampled tokens: how far the K = 1 baseline must train to match an MR-Search run.
+"""Equal budgets of model-written tokens: where each arm's training meets MR-Search's.
 
-A K = 1 trajectory is about a third as long as a K = 3 meta-episode, so at the same batch the baseline runs more
-steps. The MR-Search run's total sampled response tokens is the budget; the baseline's checkpoint that is
-evaluated is the step whose cumulative sampled tokens are closest to it.
+The budget is the whole MR-Search run's model-written tokens (``mr_search/model_tokens``: what the policy wrote,
+passages, reflection turns and corrective messages left out; ``mr_search.training_log``). Another arm trains at the
+same batch until its cumulative model-written tokens come within the tolerance, and its checkpoint evaluated is the
+step whose cumulative count is closest. Sampled (response) tokens are reported beside them, not matched.
 """
 
 from __future__ import annotations
@@ -14,51 +15,67 @@ from typing import Any
 
 from mr_search.training_log import StepRecord, closest_step, cumulative_tokens, read_steps, steps_to_reach
 
+MEASURE = "model"
+
 
 @dataclass(frozen=True)
 class BudgetMatch:
-    """The token budget of one seed and where the baseline meets it."""
+    """The token budget of one seed and where one arm meets it."""
 
-    mr_steps: int
-    mr_tokens: float
-    mr_model_tokens: float | None  # model-written tokens of the MR-Search run (its trainer logs them)
-    baseline_steps_run: int
-    baseline_steps_needed: int  # > baseline_steps_run: train further (resume) to reach the budget
-    baseline_step: int  # the checkpoint to evaluate: cumulative tokens closest to the budget
-    baseline_tokens: float  # cumulative sampled tokens at baseline_step
+    reference_steps: int
+    reference_model_tokens: float  # the budget
+    reference_response_tokens: float
+    steps_run: int
+    steps_needed: int  # > steps_run: train further (resume) to reach the budget
+    step: int  # the checkpoint to evaluate: cumulative model-written tokens closest to the budget
+    model_tokens: float  # cumulative at ``step``
+    response_tokens: float  # cumulative sampled tokens at ``step``
 
     @property
     def ratio(self) -> float:
-        """Baseline tokens / MR-Search tokens at the evaluated checkpoints (1.0 = an exact match)."""
-        return self.baseline_tokens / self.mr_tokens
+        """The arm's model-written tokens / MR-Search's at the evaluated checkpoints (1.0 = an exact match)."""
+        return self.model_tokens / self.reference_model_tokens
+
+    def within(self, tolerance: float) -> bool:
+        return abs(self.ratio - 1.0) <= tolerance
 
     def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "ratio": self.ratio}
 
 
-def match_budget(mr: list[StepRecord], baseline: list[StepRecord]) -> BudgetMatch:
-    """Budget of the whole MR-Search run against the baseline's steps so far."""
-    if not mr:
+def match_budget(reference: list[StepRecord], run: list[StepRecord]) -> BudgetMatch:
+    """The budget of the whole reference (MR-Search) run against the arm's steps so far."""
+    if not reference:
         raise ValueError("match_budget: the MR-Search run logged no steps")
-    if not baseline:
-        raise ValueError("match_budget: the baseline run logged no steps")
-    budget = cumulative_tokens(mr)[-1]
-    chosen = closest_step(baseline, budget)
-    done = dict(zip((s.step for s in baseline), cumulative_tokens(baseline), strict=True))
-    model_tokens = [s.model_tokens for s in mr]
+    if not run:
+        raise ValueError("match_budget: the arm's run logged no steps")
+    budget = cumulative_tokens(reference, MEASURE)[-1]
+    chosen = closest_step(run, budget, MEASURE)
+    model = dict(zip((s.step for s in run), cumulative_tokens(run, MEASURE), strict=True))
+    response = dict(zip((s.step for s in run), cumulative_tokens(run), strict=True))
     return BudgetMatch(
-        mr_steps=mr[-1].step,
-        mr_tokens=budget,
-        mr_model_tokens=None if any(t is None for t in model_tokens) else float(sum(model_tokens)),  # type: ignore[arg-type]
-        baseline_steps_run=baseline[-1].step,
-        baseline_steps_needed=steps_to_reach(baseline, budget),
-        baseline_step=chosen.step,
-        baseline_tokens=done[chosen.step],
+        reference_steps=reference[-1].step,
+        reference_model_tokens=budget,
+        reference_response_tokens=cumulative_tokens(reference)[-1],
+        steps_run=run[-1].step,
+        steps_needed=steps_to_reach(run, budget, MEASURE),
+        step=chosen.step,
+        model_tokens=model[chosen.step],
+        response_tokens=response[chosen.step],
     )
 
 
-def match_runs(mr_run: Path, mr_rows: int, baseline_run: Path, baseline_rows: int) -> BudgetMatch:
-    return match_budget(read_steps(mr_run, mr_rows), read_steps(baseline_run, baseline_rows))
+def match_runs(reference_run: Path, reference_rows: int, run: Path, rows: int) -> BudgetMatch:
+    """``match_budget`` of two ``train_grpo_step.sh`` run folders (rows: questions x trajectories of a step)."""
+    return match_budget(read_steps(reference_run, reference_rows), read_steps(run, rows))
+
+
+def next_steps(match: BudgetMatch, tolerance: float) -> int:
+    """The steps the arm's run must have: those it ran once within ``tolerance`` below the budget (or over it),
+    else the steps its mean rate needs to reach it."""
+    if not 0.0 <= tolerance < 1.0:
+        raise ValueError(f"tolerance={tolerance}: give a fraction in [0, 1), e.g. 0.05")
+    return match.steps_run if match.ratio >= 1.0 - tolerance else match.steps_needed
 
 
 def write_match(match: BudgetMatch, path: Path) -> Path:
@@ -71,4 +88,10 @@ def write_match(match: BudgetMatch, path: Path) -> Path:
 def read_match(path: Path) -> BudgetMatch:
     data = json.loads(Path(path).read_text(encoding="utf-8"))
     data.pop("ratio", None)
-    return BudgetMatch(**data)
+    try:
+        return BudgetMatch(**data)
+    except TypeError as err:
+        raise ValueError(
+            f"{path}: not a model-written token match ({err}); a work folder of the earlier sampled-token harness "
+            "cannot be reported by this one: run make compare with a new WORK_DIR"
+        ) from err

@@ -1,24 +1,27 @@
 """The work folder of one comparison (written by the lab's scripts/compare.sh, read by the report builder).
 
-<work>/meta.json                      knobs, command, machine (the script writes it)
-<work>/warm_eval/results.json         the warm-started policy, method "warm_start" (seed-independent: greedy)
-<work>/seed_<s>/mr_search/            train_grpo_step.sh run folder, K = 3
-<work>/seed_<s>/baseline/             train_grpo_step.sh run folder, K = 1
-<work>/seed_<s>/budget.json           the token budget match (python -m mr_search_embedded.compare budget)
-<work>/seed_<s>/eval/results.json     methods "mr_search" and "baseline" after training
+<work>/plan.json, plan.md                 the test, written before any training (python -m ... compare plan)
+<work>/meta.json                          command, machine, when training started (the script writes it)
+<work>/warm_eval_<shape>/results.json     the warm-started policy on the test split, method "warm_start"
+<work>/seed_<s>/<arm>/                    train_grpo_step.sh run folder of each arm
+<work>/seed_<s>/<arm>.times               one line per launch: start and end (epoch seconds)
+<work>/seed_<s>/budget_<arm>.json         its match to MR-Search's model-written tokens (compare budget)
+<work>/seed_<s>/eval_<shape>/             the test evaluation of the arms of that shape (methods = arm names):
+                                          results.json, trajectories.jsonl
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-MR: Final = "mr_search"
-BASELINE: Final = "baseline"
-WARM: Final = "warm_start"
 RESULTS: Final = "results.json"
+TRAJECTORIES: Final = "trajectories.jsonl"
+PLAN_JSON: Final = "plan.json"
+PLAN_MD: Final = "plan.md"
 _SEED_RE: Final = re.compile(r"seed_(\d+)")
 
 
@@ -29,25 +32,24 @@ class SeedDirs:
     seed: int
     root: Path
 
-    @property
-    def mr_run(self) -> Path:
-        return self.root / MR
+    def run(self, arm: str) -> Path:
+        return self.root / arm
 
-    @property
-    def baseline_run(self) -> Path:
-        return self.root / BASELINE
+    def times(self, arm: str) -> Path:
+        return self.root / f"{arm}.times"
 
-    @property
-    def budget(self) -> Path:
-        return self.root / "budget.json"
+    def budget(self, arm: str) -> Path:
+        return self.root / f"budget_{arm}.json"
 
-    @property
-    def results(self) -> Path:
-        return self.root / "eval" / RESULTS
+    def evaluation(self, shape: str) -> Path:
+        return self.root / f"eval_{shape}"
 
-    @property
-    def finished(self) -> bool:
-        return self.results.is_file() and self.budget.is_file()
+    def results(self, shape: str) -> Path:
+        return self.evaluation(shape) / RESULTS
+
+    def finished(self, arms: Iterable[tuple[str, str]]) -> bool:
+        """Every (arm, shape) given has its token match and its evaluation."""
+        return all(self.budget(arm).is_file() and self.results(shape).is_file() for arm, shape in arms)
 
 
 def seed_dirs(work: Path) -> list[SeedDirs]:
@@ -60,5 +62,5 @@ def seed_dirs(work: Path) -> list[SeedDirs]:
     return sorted(found, key=lambda d: d.seed)
 
 
-def warm_results(work: Path) -> Path:
-    return Path(work) / "warm_eval" / RESULTS
+def warm_evaluation(work: Path, shape: str) -> Path:
+    return Path(work) / f"warm_eval_{shape}"

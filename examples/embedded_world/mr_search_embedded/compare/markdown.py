@@ -1,212 +1,226 @@
-"""report.md of a comparison, with the history of earlier results kept (history.jsonl, appended, never rewritten)."""
+"""report.md of a comparison: the plan verbatim, the final-answer test, then what explains it."""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
-from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 from mr_search_embedded.compare.aggregate import AVERAGE, Spread
-from mr_search_embedded.compare.layout import BASELINE, MR, WARM
-from mr_search_embedded.compare.plots import EM_VS_ATTEMPT, EM_VS_STEP, LABELS
+from mr_search_embedded.compare.arms import K1, MR
+from mr_search_embedded.compare.history import history_table
+from mr_search_embedded.compare.hypothesis import Hypothesis, hypothesis_paragraph
+from mr_search_embedded.compare.plots import EM_VS_ATTEMPT, EM_VS_STEP, labels
 from mr_search_embedded.compare.retries import retry_table
 from mr_search_embedded.compare.verdict import GainVerdict
 
-HISTORY: Final = "history.jsonl"
+
+def _interval(ci: Sequence[float]) -> str:
+    return f"[{ci[0]:+.1f}, {ci[1]:+.1f}]"
 
 
-def em_table(comparison: Mapping[str, Any], source: str = AVERAGE, key: str = "em") -> str:
-    """Rows: warm start, MR-Search, baseline; columns: attempt 1..K_eval (mean ± std over seeds)."""
-    present = [m for m in (WARM, MR, BASELINE) if m in comparison["heldout"]]
-    k = max(len(comparison["heldout"][m][source][key]) for m in present)
-    lines = ["| model | " + " | ".join(f"@{i}" for i in range(1, k + 1)) + " |", "|---|" + "---|" * k]
-    for method in present:
-        cells = [Spread.from_dict(e).text() for e in comparison["heldout"][method][source][key]]
-        lines.append(f"| {LABELS[method]} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
+def final_test_text(comparison: Mapping[str, Any]) -> str:
+    """The test's outcome in words and numbers."""
+    t = comparison["final_answer_test"]
+    per_arm = t["trajectories"]
+    counted = sum(per_arm.values())
+    verdict = "**met**" if t["met"] else "**not met**"
+    reasons = []
+    if t["ci95"][0] <= 0:
+        reasons.append("the interval's low end is not above 0")
+    if t["margin"] < 0:
+        reasons.append("the margin is below 0")
+    why = f" ({' and '.join(reasons)})" if reasons else ""
+    probed = "**yes**" if t["probed"] else "no"
+    return (
+        f"The test is {verdict}{why}. MR-Search's EM at attempt {t['k']}: {t[MR]:.1f}; K = 1's best EM@k: "
+        f"{t['baseline_best']:.1f} (k = {t['baseline_best_k']}); margin {t['margin']:+.1f} points, 95% interval "
+        f"{_interval(t['ci95'])} (question-level paired bootstrap, {t['bootstrap']['resamples']:,} resamples, seed "
+        f"{t['bootstrap']['seed']}). {t['questions']} test questions x {len(t['seeds'])} seed(s): "
+        f"{per_arm[MR]} greedy meta-episodes per arm, {counted} counted over {len(per_arm)} arms. Split "
+        f"`{t['split']}` (`{t['parquet']}`); probed before the run: {probed}; {t['probed_why']}."
+    )
 
 
-def budget_table(comparison: Mapping[str, Any]) -> str:
+def tolerance_text(comparison: Mapping[str, Any]) -> str:
+    """Which arms the step granularity left outside the token tolerance (their ratios are in the tables)."""
+    tolerance = float(comparison["plan"]["budget"]["tolerance"])
+    names = labels(comparison)
+    outside = [names[n] for n, b in comparison["budget"].items() if not b["within_tolerance"]]
+    if not outside:
+        return f"Every arm's evaluated checkpoint is within {tolerance:.0%} of MR-Search's model-written tokens."
+    return (
+        f"**Outside the {tolerance:.0%} tolerance** on some seed: {', '.join(outside)} (no step of theirs came closer; "
+        "a step of theirs is a large share of the budget)."
+    )
+
+
+def arms_table(comparison: Mapping[str, Any]) -> str:
+    """Every arm's figure and MR-Search's margin over it, with its budget (means over seeds)."""
+    t, names = comparison["final_answer_test"], labels(comparison)
     lines = [
-        "| seed | MR-Search steps | MR-Search tokens | baseline steps run | baseline step evaluated "
-        "| baseline tokens | ratio |",
-        "|---|---|---|---|---|---|---|",
+        "| arm | figure | EM | MR-Search minus it | 95% interval | steps | model-written tokens | sampled tokens |",
+        "|---|---|---|---|---|---|---|---|",
     ]
-    for seed in comparison["per_seed"]:
-        b = seed["budget"]
+    for name in comparison["arms"]:
+        b = comparison["budget"][name]
+        budget = (
+            f"{_mean(b['steps']):.0f} | {_mean(b['model_tokens']):,.0f} (x{_mean(b['ratio']):.2f}) "
+            f"| {_mean(b['response_tokens']):,.0f}"
+        )
+        if name == MR:
+            lines.append(f"| {names[name]} | EM@{t['k']} | {t[MR]:.1f} | - | - | {budget} |")
+            continue
+        o = t["other_arms"][name]
+        figure = f"EM@{o['k']}" if o["rule"] == "last" else f"best EM@k: k = {o['k']}"
+        head = " (the test)" if name == K1 else ""
         lines.append(
-            f"| {seed['seed']} | {b['mr_steps']} | {b['mr_tokens']:,.0f} | {b['baseline_steps_run']} "
-            f"| {b['baseline_step']} | {b['baseline_tokens']:,.0f} | {b['ratio']:.2f} |"
+            f"| {names[name]}{head} | {figure} | {o['figure']:.1f} | {o['margin']:+.1f} | {_interval(o['ci95'])} "
+            f"| {budget} |"
         )
     return "\n".join(lines)
 
 
-def training_table(comparison: Mapping[str, Any]) -> str:
-    """Per seed and run: EM (%) of the sampled rollouts at the first and the last step, and the step time."""
+def kinds_table(comparison: Mapping[str, Any]) -> str:
+    t, names = comparison["final_answer_test"], labels(comparison)
+    others = [n for n in comparison["arms"] if n not in (MR, K1)]
+    head = ["hops", "questions", f"MR-Search EM@{t['k']}", "K = 1 best (k)", "margin", "95% interval"]
+    head += [names[n] for n in others]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for kind, row in t["by_hops"].items():
+        cells = [
+            kind,
+            str(row["questions"]),
+            f"{row[MR]:.1f}",
+            f"{row['baseline_best']:.1f} ({row['baseline_best_k']})",
+        ]
+        cells += [f"{row['margin']:+.1f}", _interval(row["ci95"])] + [f"{row['arms'][n]:.1f}" for n in others]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def _mean(values: Sequence[float]) -> float:
+    return sum(values) / len(values)
+
+
+def em_table(comparison: Mapping[str, Any], source: str = AVERAGE, key: str = "em") -> str:
+    """Rows: the warm start and every arm; columns: attempt 1..K_eval (mean ± std over seeds)."""
+    names = labels(comparison)
+    present = [m for m in names if m in comparison["heldout"] and source in comparison["heldout"][m]]
+    k = max(len(comparison["heldout"][m][source][key]) for m in present)
+    lines = ["| model | " + " | ".join(f"@{i}" for i in range(1, k + 1)) + " |", "|---|" + "---|" * k]
+    for method in present:
+        cells = [Spread.from_dict(e).text() for e in comparison["heldout"][method][source][key]]
+        cells += ["-"] * (k - len(cells))
+        lines.append(f"| {names[method]} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def budget_table(comparison: Mapping[str, Any]) -> str:
+    names = labels(comparison)
     lines = [
-        "| seed | run | steps | EM@1 first → last | EM@K first → last | mean s/step |",
+        "| seed | arm | steps run | step evaluated | model-written tokens | ratio | sampled tokens |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for seed in comparison["per_seed"]:
+        for name, b in seed["budget"].items():
+            lines.append(
+                f"| {seed['seed']} | {names[name]} | {b['steps_run']} | {b['step']} | {b['model_tokens']:,.0f} "
+                f"| {b['ratio']:.2f} | {b['response_tokens']:,.0f} |"
+            )
+    return "\n".join(lines)
+
+
+def training_table(comparison: Mapping[str, Any]) -> str:
+    """Per seed and arm: EM (%) of the sampled rollouts at the first and the last step, and the step time."""
+    names = labels(comparison)
+    lines = [
+        "| seed | arm | steps | EM@1 first → last | EM@K first → last | mean s/step |",
         "|---|---|---|---|---|---|",
     ]
     for seed in comparison["per_seed"]:
-        for method in (MR, BASELINE):
-            curve = seed["training"][method]
+        for name, curve in seed["training"].items():
             if not curve:
                 continue
             first, last = curve[0]["em"], curve[-1]["em"]
             times = [r["seconds"] for r in curve if r["seconds"] is not None]
             mean_s = f"{sum(times) / len(times):.1f}" if times else "-"
             lines.append(
-                f"| {seed['seed']} | {LABELS[method]} | {len(curve)} | {100 * first[0]:.1f} → {100 * last[0]:.1f} "
+                f"| {seed['seed']} | {names[name]} | {len(curve)} | {100 * first[0]:.1f} → {100 * last[0]:.1f} "
                 f"| {100 * first[-1]:.1f} → {100 * last[-1]:.1f} | {mean_s} |"
             )
-    return "\n".join(lines)
-
-
-def history_entry(comparison: Mapping[str, Any], when: str) -> dict[str, Any]:
-    """The headline of a comparison, one line of history.jsonl."""
-    meta = comparison.get("meta", {})
-    entry: dict[str, Any] = {
-        "when": when,
-        "seeds": comparison["seeds"],
-        "unfinished_seeds": comparison["unfinished_seeds"],
-        "command": meta.get("command"),
-        "machine": meta.get("machine"),
-        "steps": meta.get("steps"),
-        "work": meta.get("work"),
-        "note": meta.get("note", ""),
-    }
-    for method in (WARM, MR, BASELINE):
-        if method in comparison["heldout"]:
-            em = comparison["heldout"][method][AVERAGE]["em"]
-            entry[method] = {f"em@{i}": round(e["mean"], 2) for i, e in enumerate(em, 1)}
-    verdict = comparison.get("verdict")
-    if verdict:
-        entry["gain_test"] = {k: verdict[k] for k in ("attempt", "margin", "spread", "met")}
-    return entry
-
-
-def append_history(out_dir: Path, entry: Mapping[str, Any]) -> list[dict[str, Any]]:
-    """Appends ``entry`` to ``out_dir/history.jsonl``; returns every entry, oldest first.
-
-    Re-rendering the same result (the last entry has the same work folder and seeds) replaces that last line
-    instead of adding a duplicate; every earlier line is kept as written.
-    """
-    path = Path(out_dir) / HISTORY
-    path.parent.mkdir(parents=True, exist_ok=True)
-    entries = read_history(out_dir)
-    same = bool(entries) and all(entries[-1].get(k) == entry.get(k) for k in ("work", "seeds", "unfinished_seeds"))
-    if same and entry.get("work") is not None:
-        lines = path.read_text(encoding="utf-8").splitlines()
-        while lines and not lines[-1].strip():
-            lines.pop()
-        lines[-1] = json.dumps(dict(entry), sort_keys=True)
-        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
-    else:
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(json.dumps(dict(entry), sort_keys=True) + "\n")
-    return read_history(out_dir)
-
-
-def read_history(out_dir: Path) -> list[dict[str, Any]]:
-    path = Path(out_dir) / HISTORY
-    if not path.is_file():
-        return []
-    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
-
-
-def history_table(entries: Sequence[Mapping[str, Any]]) -> str:
-    lines = [
-        "| when | seeds | steps (MR-Search) | warm @1/@3/@6 | MR-Search @1/@3/@6 | baseline @1/@3/@6 "
-        "| gain test: margin / 2 x spread | note |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-
-    def cell(entry: Mapping[str, Any], method: str) -> str:
-        em = entry.get(method) or {}
-        return " / ".join(f"{em[f'em@{k}']:.1f}" if f"em@{k}" in em else "-" for k in (1, 3, 6))
-
-    def test(entry: Mapping[str, Any]) -> str:
-        t = entry.get("gain_test")
-        if not t:
-            return "-"
-        return f"@{t['attempt']}: {t['margin']:+.1f} / {2 * t['spread']:.1f} ({'met' if t['met'] else 'not met'})"
-
-    for e in entries:
-        seeds = ",".join(str(s) for s in e.get("seeds", []))
-        lines.append(
-            f"| {e['when']} | {seeds} | {e.get('steps', '-')} | {cell(e, WARM)} | {cell(e, MR)} "
-            f"| {cell(e, BASELINE)} | {test(e)} | {e.get('note', '')} |"
-        )
     return "\n".join(lines)
 
 
 def render_report(
     comparison: Mapping[str, Any], history: Sequence[Mapping[str, Any]], investigation: str | None = None
 ) -> str:
-    meta = comparison.get("meta", {})
-    seeds = comparison["seeds"]
-    parts = ["# MR-Search vs the K = 1 baseline on the embedded world", ""]
-    for key, value in meta.items():
-        parts.append(f"- {key}: {value}")
-    parts.append(f"- seeds finished: {', '.join(map(str, seeds))}")
+    meta, t = comparison.get("meta", {}), comparison["final_answer_test"]
+    hypothesis = comparison.get("next_hypothesis")
+    parts = [comparison["plan_text"].rstrip(), "", "## The run", ""]
+    parts += [f"- {key}: {value}" for key, value in meta.items()]
+    parts.append(f"- seeds finished: {', '.join(map(str, comparison['seeds']))}")
     if comparison["unfinished_seeds"]:
         parts.append(f"- seeds NOT finished (left out): {', '.join(map(str, comparison['unfinished_seeds']))}")
     parts += [
         "",
-        "Held-out EM (%) of the embedded test questions, greedy, K_eval attempts in one context; "
-        f"mean ± std over {len(seeds)} seed(s) (sample std; one seed: no spread). Both runs start from the "
-        "warm-started policy, so its row is the 'before training' of both.",
+        f"## Result: the final-answer test is {'met' if t['met'] else 'not met'}",
         "",
-        "## Held-out EM at each attempt (average over data sources)",
+        final_test_text(comparison),
+        "",
+        "### Every arm: its figure, MR-Search's margin over it, its budget (means over seeds)",
+        "",
+        arms_table(comparison),
+        "",
+        "### By question kind",
+        "",
+        kinds_table(comparison),
+        "",
+        "## What comes next",
+        "",
+        hypothesis_paragraph(t["met"], Hypothesis(**hypothesis) if hypothesis else None),
+        "",
+        "## Secondary: the reflection gain EM@K - EM@1 (points, macro average over data sources)",
+        "",
+        "The earlier harness's test: " + GainVerdict.from_dict(comparison["reflection_gain"]).text(),
+        "",
+        em_table(comparison, key="gain"),
+        "",
+        "## Test EM at each attempt (average over data sources)",
         "",
         em_table(comparison),
         "",
         f"![EM vs attempt]({EM_VS_ATTEMPT})",
         "",
-        "## Reflection gain EM@k - EM@1 (points)",
-        "",
-        em_table(comparison, key="gain"),
-        "",
     ]
-    if comparison.get("verdict"):
-        parts += [
-            "**The reflection-gain test** (MR-Search's gain positive and above the baseline's by at least twice the "
-            "seed spread, the larger of the two sample stds): " + GainVerdict.from_dict(comparison["verdict"]).text(),
-            "",
-        ]
     for source in comparison["sources"]:
         if source != AVERAGE:
             parts += [f"### {source}", "", em_table(comparison, source), ""]
-    if comparison.get("retries"):
-        parts += [
-            "## What the retries did (greedy evaluation, counted from the trajectories)",
-            "",
-            "Per model, seed and data source: first answers wrong and right at attempt 1; of the wrong ones, how many "
-            "meta-episodes searched with a query attempt 1 did not use and how many were right at the attempt named "
-            "(fixed); of the right ones, how many were wrong there (broken).",
-            "",
-            retry_table(comparison["retries"], LABELS, [s for s in comparison["sources"] if s != AVERAGE]),
-            "",
-        ]
     parts += [
-        "## Same budget of sampled tokens",
+        "## Equal budgets of model-written tokens",
         "",
-        "Sampled tokens of a step = verl's logged `response_length/mean` x rows of the step (questions x "
-        "trajectories); the budget is the whole MR-Search run's total. The baseline trains at the same batch for "
-        "more steps and the checkpoint evaluated is the step whose cumulative tokens are closest to the budget.",
+        "Model-written tokens of a step: `mr_search/model_tokens` (what the policy wrote, loss mask 1; passages, "
+        "reflection turns and corrective messages left out). The budget is the seed's whole MR-Search run; every "
+        "other arm's checkpoint evaluated is its step closest to it (ratio: its tokens / MR-Search's). Sampled "
+        "tokens (verl's `response_length/mean` x rows: everything after the prompt) are shown, not matched.",
         "",
         budget_table(comparison),
         "",
-        "## EM against training step (sampled rollouts, temperature 1)",
+        tolerance_text(comparison),
         "",
-        "The baseline's steps are shown up to the evaluated checkpoint (equal sampled tokens).",
+        "## Training EM (sampled rollouts, temperature 1), up to the evaluated step",
         "",
         training_table(comparison),
         "",
         f"![EM vs step]({EM_VS_STEP})",
         "",
     ]
+    if comparison.get("retries"):
+        parts += [
+            "## What the retries did (greedy test evaluation, counted from the trajectories)",
+            "",
+            retry_table(comparison["retries"], labels(comparison), [s for s in comparison["sources"] if s != AVERAGE]),
+            "",
+        ]
     if investigation:
         parts += ["## Investigation", "", investigation.strip(), ""]
     parts += ["## History (every report run, appended)", "", history_table(history), ""]

@@ -3,21 +3,19 @@
 from __future__ import annotations
 
 import json
+import statistics
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from mr_search.training_log import StepRecord, cumulative_tokens, read_steps
-from mr_search_embedded.compare.aggregate import (
-    AVERAGE,
-    em_by_attempt,
-    em_curve,
-    gain_by_attempt,
-    load_results,
-    sources_of,
-)
+from mr_search_embedded.compare.aggregate import em_by_attempt, em_curve, gain_by_attempt, load_results, sources_of
+from mr_search_embedded.compare.arms import MR, WARM, Arm
 from mr_search_embedded.compare.budget import read_match
-from mr_search_embedded.compare.layout import BASELINE, MR, WARM, seed_dirs, warm_results
+from mr_search_embedded.compare.final_test import final_answer_test, load_scores, question_kinds
+from mr_search_embedded.compare.hypothesis import Hypothesis
+from mr_search_embedded.compare.layout import RESULTS, TRAJECTORIES, SeedDirs, seed_dirs, warm_evaluation
+from mr_search_embedded.compare.plan import arms_of, read_plan
 from mr_search_embedded.compare.retries import count_retries
 from mr_search_embedded.compare.verdict import gain_verdict
 
@@ -35,16 +33,18 @@ def _training_curve(steps: Sequence[StepRecord]) -> list[dict[str, Any]]:
         {
             "step": s.step,
             "em": list(s.em),
+            "model_tokens": s.model_tokens,
             "response_tokens": s.response_tokens,
-            "cumulative_tokens": total,
+            "cumulative_model_tokens": model,
+            "cumulative_tokens": response,
             "seconds": s.seconds,
         }
-        for s, total in zip(steps, cumulative_tokens(steps), strict=True)
+        for s, model, response in zip(steps, cumulative_tokens(steps, "model"), cumulative_tokens(steps), strict=True)
     ]
 
 
 def evaluation_settings(results: Mapping[str, Any]) -> tuple[Any, Any, bool]:
-    """(K_eval, questions, outcome feedback) of an evaluation's results.json: what makes two evaluations
+    """(K_eval, questions, outcome feedback) of an evaluation's results.json: what makes two evaluations of one shape
     comparable (evaluations from before the outcome-feedback option had none)."""
     meta = results.get("meta", {})
     return meta.get("K_eval"), meta.get("questions"), bool(meta.get("outcome feedback", False))
@@ -58,76 +58,164 @@ def _check_same_settings(evaluations: Mapping[str, Mapping[str, Any]]) -> None:
             for name, (k, q, fb) in settings.items()
         )
         raise ValueError(
-            f"the evaluations differ ({listed}); re-run make compare with one K_EVAL, MAX_QUESTIONS "
-            "and OUTCOME_FEEDBACK on the same WORK_DIR: it evaluates again what was evaluated otherwise"
+            f"the evaluations differ ({listed}); re-run make compare on the same WORK_DIR with the knobs of its "
+            "plan: it evaluates again what was evaluated otherwise"
         )
 
 
-def build_comparison(work: Path, rows: Mapping[str, int], gain_attempt: int = 3) -> dict[str, Any]:
-    """Everything the report shows: per-seed figures, held-out EM per attempt (mean and spread), training curves.
+def _launch_overhead(dirs: Sequence[SeedDirs], arms: Sequence[Arm], rows: int) -> float | None:
+    """Mean seconds a launch took beyond its logged steps (start-up, checkpoints), from the ``<arm>.times`` files."""
+    walls, steps, launches = 0.0, 0.0, 0
+    for d in dirs:
+        for arm in arms:
+            path = d.times(arm.name)
+            if not path.is_file():
+                continue
+            spans = [line.split() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+            walls += sum(float(end) - float(start) for start, end, *_ in spans)
+            launches += len(spans)
+            steps += sum(s.seconds or 0.0 for s in read_steps(d.run(arm.name), rows))
+    return (walls - steps) / launches if launches else None
 
-    ``rows``: rows per training step of each run (``{"mr_search": B*n, "baseline": B*n}``). Seeds without an
-    evaluation yet are listed under ``unfinished_seeds`` and left out of the aggregates. ``gain_attempt``: the
-    attempt of the reflection-gain test (verdict.py; MR-Search's training K, the paper's 3; at most K_eval).
-    """
-    work = Path(work)
-    missing = {MR, BASELINE} - set(rows)
-    if missing:
-        raise ValueError(f"rows: missing {sorted(missing)}; give the rows per step of both runs")
-    meta_path = work / "meta.json"
-    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
-    seeds, unfinished, evaluations = [], [], {}
-    for dirs in seed_dirs(work):
-        if not dirs.finished:
-            unfinished.append(dirs.seed)
-            continue
-        results = load_results(dirs.results)
-        evaluations[f"seed {dirs.seed}"] = results
-        match = read_match(dirs.budget)
-        seeds.append(
-            {
-                "seed": dirs.seed,
-                "budget": match.as_dict(),
-                "heldout": {m: {src: em_curve(results, m, src) for src in sources_of(results)} for m in (MR, BASELINE)},
-                "training": {
-                    MR: _training_curve(read_steps(dirs.mr_run, rows[MR])),
-                    # up to the evaluated checkpoint: the comparison is at equal sampled tokens
-                    BASELINE: _training_curve(
-                        [s for s in read_steps(dirs.baseline_run, rows[BASELINE]) if s.step <= match.baseline_step]
-                    ),
-                },
-            }
-        )
-    if not seeds:
-        raise ValueError(f"{work}: no finished seed (seed_<s>/eval/results.json and seed_<s>/budget.json)")
-    warm_path = warm_results(work)
-    warm = load_results(warm_path) if warm_path.is_file() else None
-    _check_same_settings({**evaluations, **({"warm start": warm} if warm is not None else {})})
-    sources = list(seeds[0]["heldout"][MR])
-    heldout: dict[str, Any] = {}
-    for method in (MR, BASELINE):
-        heldout[method] = {src: _curve_stats([s["heldout"][method][src] for s in seeds]) for src in sources}
-    if warm is not None:
-        heldout[WARM] = {src: _curve_stats([em_curve(warm, WARM, src)]) for src in sources_of(warm)}
-    k_eval = len(heldout[MR][AVERAGE]["em"]) if AVERAGE in heldout[MR] else 3
+
+def measured_timings(dirs: Sequence[SeedDirs], arms: Sequence[Arm], rows: int) -> dict[str, Any]:
+    """What this run measured, for the next plan's wall time (walltime.py reads it back)."""
+    step_seconds = {}
+    for arm in arms:
+        times = [s.seconds for d in dirs for s in read_steps(d.run(arm.name), rows) if s.seconds is not None]
+        if times:
+            step_seconds[arm.name] = statistics.fmean(times)
+    reference_turns = next(a.turns for a in arms if a.name == MR)
+    costs = []
+    for d in dirs:
+        for shape in {a.shape for a in arms}:
+            meta = load_results(d.results(shape)).get("meta", {})
+            turns = next(a.turns for a in arms if a.shape == shape)
+            models = len(str(meta.get("models", "")).split(","))
+            units = models * meta.get("questions", 0) * meta.get("K_eval", 0) * turns / reference_turns
+            if meta.get("wall time (s)") and units:
+                costs.append(float(meta["wall time (s)"]) / units)
     return {
-        "meta": meta,
-        "retries": count_retries(work, sorted({min(3, k_eval), k_eval})),
-        "rows_per_step": dict(rows),
-        "seeds": [s["seed"] for s in seeds],
-        "unfinished_seeds": unfinished,
-        "sources": sources,
-        "heldout": heldout,
-        "per_seed": seeds,
-        "verdict": gain_verdict(seeds, min(gain_attempt, k_eval)).as_dict() if k_eval > 1 else None,
+        "step_seconds": step_seconds,
+        "launch_seconds": _launch_overhead(dirs, arms, rows),
+        "eval_seconds_per_question_attempt": statistics.fmean(costs) if costs else None,
     }
 
 
-def headline(comparison: Mapping[str, Any], attempt: int) -> dict[str, float]:
-    """Mean held-out EM (average over sources) at ``attempt`` (1-based) of each method present."""
+def _budget_summary(per_seed: Sequence[Mapping[str, Any]], arms: Sequence[Arm], tolerance: float) -> dict[str, Any]:
     out = {}
-    for method, by_source in comparison["heldout"].items():
-        em = by_source[AVERAGE]["em"]
-        if attempt <= len(em):
-            out[method] = float(em[attempt - 1]["mean"])
+    for arm in arms:
+        matches = [s["budget"][arm.name] for s in per_seed]
+        out[arm.name] = {
+            "steps": [m["step"] for m in matches],
+            "model_tokens": [m["model_tokens"] for m in matches],
+            "response_tokens": [m["response_tokens"] for m in matches],
+            "ratio": [m["ratio"] for m in matches],
+            "within_tolerance": all(abs(m["ratio"] - 1.0) <= tolerance for m in matches),
+        }
     return out
+
+
+def _split_state(plan: Mapping[str, Any], work: Path) -> dict[str, Any]:
+    """What the final evaluation read, and whether anything else read it first (re-checked now: a probe may have
+    read it during the run)."""
+    from mr_search_embedded.reads import probed
+
+    splits = plan.get("splits", {})
+    test = Path(splits.get("test", ""))
+    state: dict[str, Any] = {"split": plan.get("split", "test"), "parquet": str(test)}
+    if test.is_file():
+        dev = Path(splits["dev"]) if splits.get("dev") and Path(splits["dev"]).is_file() else None
+        state.update(probed(test, dev, work).as_dict())
+    elif plan.get("probed") is not None:
+        state.update(plan["probed"], reason=f"{plan['probed']['reason']} (as the plan found it; {test} is gone)")
+    else:
+        state.update(probed=True, reason=f"unknown: {test} is not on this machine; counted as probed")
+    return state
+
+
+def build_comparison(work: Path, rows: int, hypothesis: Hypothesis | None = None) -> dict[str, Any]:
+    """Everything the report shows: the plan, the final-answer test, per-arm EM per attempt, budgets, curves.
+
+    ``rows``: rows per training step (questions x trajectories), the same for every arm. Planned seeds without every
+    arm's match and evaluation are listed under ``unfinished_seeds`` and left out of everything.
+    """
+    work = Path(work)
+    plan, plan_text = read_plan(work)
+    arms = arms_of(plan)
+    meta_path = work / "meta.json"
+    meta = json.loads(meta_path.read_text(encoding="utf-8")) if meta_path.is_file() else {}
+    planned = set(plan["seeds"])
+    done = [d for d in seed_dirs(work) if d.seed in planned and d.finished((a.name, a.shape) for a in arms)]
+    unfinished = sorted(planned - {d.seed for d in done})
+    if not done:
+        raise ValueError(f"{work}: no finished seed (every arm's budget_<arm>.json and eval_<shape>/{RESULTS})")
+    shapes = sorted({a.shape for a in arms})
+    per_seed: list[dict[str, Any]] = []
+    evaluations: dict[str, dict[str, Any]] = {shape: {} for shape in shapes}
+    for d in done:
+        results = {shape: load_results(d.results(shape)) for shape in shapes}
+        for shape, r in results.items():
+            evaluations[shape][f"seed {d.seed}"] = r
+        matches = {a.name: read_match(d.budget(a.name)) for a in arms}
+        per_seed.append(
+            {
+                "seed": d.seed,
+                "budget": {name: m.as_dict() for name, m in matches.items()},
+                "heldout": {
+                    a.name: {src: em_curve(results[a.shape], a.name, src) for src in sources_of(results[a.shape])}
+                    for a in arms
+                },
+                "training": {
+                    a.name: _training_curve(
+                        [s for s in read_steps(d.run(a.name), rows) if s.step <= matches[a.name].step]
+                    )
+                    for a in arms
+                },
+            }
+        )
+    reference = next(a for a in arms if a.name == MR)
+    warm_path = warm_evaluation(work, reference.shape) / RESULTS
+    warm = load_results(warm_path) if warm_path.is_file() else None
+    for shape, same in evaluations.items():
+        warm_too = {"warm start": warm} if warm is not None and shape == reference.shape else {}
+        _check_same_settings({**same, **warm_too})
+    sources = list(per_seed[0]["heldout"][MR])
+    heldout: dict[str, Any] = {
+        a.name: {src: _curve_stats([s["heldout"][a.name][src] for s in per_seed]) for src in sources} for a in arms
+    }
+    if warm is not None:
+        heldout[WARM] = {src: _curve_stats([em_curve(warm, WARM, src)]) for src in sources_of(warm)}
+    scores = {MR: load_scores(done, reference)}
+    scores.update({a.name: load_scores(done, a, scores[MR].uids) for a in arms if a.name != MR})
+    splits = plan.get("splits", {})
+    test = Path(splits.get("test", ""))
+    final = final_answer_test(
+        scores,
+        question_kinds(test) if test.is_file() else {},
+        _split_state(plan, work),
+        plan["bootstrap"]["resamples"],
+        plan["bootstrap"]["seed"],
+    )
+    evaluated = [(None, warm_path.parent / TRAJECTORIES, (WARM,))] if warm is not None else []
+    evaluated += [
+        (d.seed, d.evaluation(s) / TRAJECTORIES, [a.name for a in arms if a.shape == s]) for d in done for s in shapes
+    ]
+    return {
+        "meta": meta,
+        "plan": plan,
+        "plan_text": plan_text,
+        "arms": {a.name: a.as_dict() for a in arms},
+        "rows_per_step": rows,
+        "seeds": [d.seed for d in done],
+        "unfinished_seeds": unfinished,
+        "sources": sources,
+        "final_answer_test": final,
+        "next_hypothesis": hypothesis.as_dict() if hypothesis is not None else None,
+        "heldout": heldout,
+        "reflection_gain": gain_verdict(per_seed, reference.eval_attempts).as_dict(),
+        "budget": _budget_summary(per_seed, arms, float(plan["budget"]["tolerance"])),
+        "per_seed": per_seed,
+        "retries": count_retries(evaluated, [reference.eval_attempts]),
+        "timings": measured_timings(done, arms, rows),
+    }

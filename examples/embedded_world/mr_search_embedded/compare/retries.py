@@ -9,11 +9,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Final
 
-from mr_search.eval.retries import retry_outcomes
-from mr_search_embedded.compare.layout import BASELINE, MR, WARM, seed_dirs, warm_results
-
-TRAJECTORIES: Final = "trajectories.jsonl"
 ALL: Final = "all"
+Evaluation = tuple[int | None, Path, Sequence[str]]  # (seed or None for the warm start, trajectories.jsonl, methods)
 
 
 def _records(path: Path) -> list[dict[str, Any]]:
@@ -22,20 +19,18 @@ def _records(path: Path) -> list[dict[str, Any]]:
 
 
 def _by_source(records: Sequence[Mapping[str, Any]], attempts: int) -> dict[str, Any]:
+    from mr_search.eval.retries import retry_outcomes  # imports verl (seconds): only when there is something to count
+
     out = {ALL: retry_outcomes(records, attempts)}
     for source in sorted({str(r["data_source"]) for r in records}):
         out[source] = retry_outcomes([r for r in records if r["data_source"] == source], attempts)
     return out
 
 
-def count_retries(work: Path, attempts: Sequence[int]) -> list[dict[str, Any]]:
-    """One row per evaluated model (the warm start; MR-Search and the baseline of each finished seed) and per number
-    of attempts counted: ``{"model", "seed", "attempts", "outcomes": {"all" or a data source: retry_outcomes(...)}}``.
-    Evaluations without a trajectories file are skipped."""
-    evaluations: list[tuple[int | None, Path, tuple[str, ...]]] = [
-        (None, warm_results(work).parent / TRAJECTORIES, (WARM,))
-    ]
-    evaluations += [(d.seed, d.results.parent / TRAJECTORIES, (MR, BASELINE)) for d in seed_dirs(work) if d.finished]
+def count_retries(evaluations: Sequence[Evaluation], attempts: Sequence[int]) -> list[dict[str, Any]]:
+    """One row per evaluated model (method of an evaluation) with more than one attempt and per number of attempts
+    counted (those past its K_eval left out): ``{"model", "seed", "attempts", "outcomes": {"all" or a data source:
+    retry_outcomes(...)}}``. Evaluations without a trajectories file are skipped."""
     rows = []
     for seed, path, methods in evaluations:
         if not path.is_file():
@@ -43,10 +38,10 @@ def count_retries(work: Path, attempts: Sequence[int]) -> list[dict[str, Any]]:
         records = _records(path)
         for method in methods:
             mine = [r for r in records if r.get("method") == method]
-            if not mine:
-                continue
+            longest = max((len(r["attempts"]) for r in mine), default=0)
             for k in attempts:
-                rows.append({"model": method, "seed": seed, "attempts": k, "outcomes": _by_source(mine, k)})
+                if mine and 1 < k <= longest:
+                    rows.append({"model": method, "seed": seed, "attempts": k, "outcomes": _by_source(mine, k)})
     return rows
 
 

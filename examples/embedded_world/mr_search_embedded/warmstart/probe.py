@@ -1,11 +1,14 @@
-"""Does a policy give RL something to learn? Greedy and sampled meta-episodes on held-out questions, measured.
+"""Does a policy give RL something to learn? Greedy and sampled meta-episodes on a split's questions, measured.
 
     python -m mr_search_embedded.warmstart.probe --model DIR [--questions 50] [--samples 5] [--url http://127.0.0.1:PORT]
-        [--outcome-feedback]
+        [--outcome-feedback] [--split dev|train]
     MR_SEARCH_WORLD=namesake python -m mr_search_embedded.warmstart.probe --policy small   # the namesake warm start
 
-Runs the project's own agent loop (``mr_search.eval.runner``) in this process over the first N held-out
-questions per data source of the embedded world, and prints (as JSON):
+Runs the project's own agent loop (``mr_search.eval.runner``) in this process over the first N questions per data
+source of a split of the embedded world (``--split``, default ``dev``: what choices are made on). The ``test`` split
+is refused unless ``--read-test-split-and-mark-it-probed`` is given: every probe read is written to the ledger next
+to the parquet (``mr_search_embedded.reads``), and a comparison whose test questions a probe read reports them as
+``probed``. Prints (as JSON) ``split`` and ``parquet`` (what it read), then:
 
 - ``greedy_em_at_k``: greedy EM (%) at each attempt;
 - ``query_names_entity``: share (%) of first-attempt first searches that contain the asked-about entity's name
@@ -59,8 +62,12 @@ from pathlib import Path
 from typing import Any
 
 from mr_search.eval.retries import retry_outcomes
+from mr_search_embedded.reads import record_read
+from mr_search_embedded.splits import SPLITS, split_parquet
 
 logger = logging.getLogger(__name__)
+# Named for what it does: the test split is then no longer unseen, and the comparisons say so.
+TEST_FLAG = "--read-test-split-and-mark-it-probed"
 
 
 class InProcessRetrieval:
@@ -409,17 +416,19 @@ def probe(
     url: str | None = None,
     seed: int = 0,
     outcome_feedback: bool = False,
+    parquet: Path | None = None,
 ):
-    """Runs the probe on ``model_dir``; returns the figures (see the module docstring). ``outcome_feedback``: the
-    reflection turns say whether the previous answer was right (for a warm start built with it); they restate the
-    question when the warm start was trained so (``trained_restating``)."""
+    """Runs the probe on ``model_dir`` over ``parquet`` (default: the dev split's); returns the figures (see the
+    module docstring). ``outcome_feedback``: the reflection turns say whether the previous answer was right (for a
+    warm start built with it); they restate the question when the warm start was trained so (``trained_restating``).
+    The caller records the read (``mr_search_embedded.reads``)."""
     import torch
 
     from mr_search.eval.evaluate import load_rows
-    from mr_search_embedded.data import ensure_embedded_parquet
+    from mr_search_embedded.splits import split_parquet
 
     torch.manual_seed(seed)
-    rows = load_rows(ensure_embedded_parquet()[1], questions)
+    rows = load_rows(parquet if parquet is not None else split_parquet("dev"), questions)
     corpus_titles = _titles()
     entities = {str(row["extra_info"]["id"]): corpus_titles[str(row["extra_info"]["gold_doc_ids"][0])] for row in rows}
     second_hops = {
@@ -486,10 +495,23 @@ def _trained_words() -> set[str]:
         return {w for row in map(json.loads, handle) if row for w in re.findall(r"\w+", str(row["question"]).lower())}
 
 
-def main() -> None:
+def main(argv: Sequence[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m mr_search_embedded.warmstart.probe", description=__doc__)
     parser.add_argument("--model", type=Path, default=None, help="HF model dir (default: the cached warm start)")
-    parser.add_argument("--questions", type=int, default=50, help="first N held-out questions per data source")
+    parser.add_argument("--questions", type=int, default=50, help="first N questions per data source of the split")
+    parser.add_argument(
+        "--split",
+        choices=SPLITS,
+        default="dev",
+        help=f"the questions probed (default dev); test only with {TEST_FLAG}",
+    )
+    parser.add_argument(
+        TEST_FLAG,
+        dest="read_test",
+        action="store_true",
+        help="probe the test split, which a comparison's final evaluation reads once; the ledger records it and "
+        "every later comparison on these questions reports its test as probed",
+    )
     parser.add_argument("--samples", type=int, default=5, help="sampled meta-episodes per question (0: greedy only)")
     parser.add_argument("--attempts", type=int, default=3)
     parser.add_argument("--url", default=None, help="a running service's /retrieve URL (default: in-process)")
@@ -502,7 +524,12 @@ def main() -> None:
         action="store_true",
         help="reflection turns say whether the previous answer was right (default model: the warm start built so)",
     )
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.split == "test" and not args.read_test:
+        parser.error(
+            f"--split test reads the questions a comparison's final evaluation is reported on; probe dev (the "
+            f"default) or train, or give {TEST_FLAG} to read test anyway and have it recorded as probed"
+        )
     logging.basicConfig(level=logging.WARNING)
     model = args.model
     if model is None:
@@ -517,12 +544,20 @@ def main() -> None:
             parser.error(str(error))
         base = ensure_tiny_model(config=shape)
         model = ensure_warmstart(base_model=base, config=config)
+    parquet = split_parquet(args.split)
+    record_read(parquet, args.split, "probe", {"model": str(model), "questions": args.questions})
     figures, greedy = probe(
-        model, args.questions, args.samples, args.attempts, args.url, outcome_feedback=args.outcome_feedback
+        model,
+        args.questions,
+        args.samples,
+        args.attempts,
+        args.url,
+        outcome_feedback=args.outcome_feedback,
+        parquet=parquet,
     )
     if args.dump:
         args.dump.write_text("".join(json.dumps(r) + "\n" for r in greedy))
-    print(json.dumps(figures))
+    print(json.dumps({"split": args.split, "parquet": str(parquet), **figures}))
 
 
 if __name__ == "__main__":
