@@ -9,11 +9,6 @@ from typing import Final
 
 SPLITS: Final = ("train", "dev", "test")
 
-# The piece of ``mr_search_embedded.prepare`` each split is built by. Until the world draws a test split of its own,
-# dev and test are the one held-out parquet every earlier choice read (so a comparison reports its test as probed);
-# once ``prepare`` builds ``dev``, the dev entry names it.
-PREPARED_AS: Final = {"train": "train", "dev": "test", "test": "test"}
-
 
 def check_split(split: str) -> str:
     """``split`` if it is a split's name, else a ValueError naming the valid ones."""
@@ -26,7 +21,7 @@ def split_parquet(split: str) -> Path:
     """The verl parquet of ``split`` for ``$MR_SEARCH_WORLD``, built (cached) if needed."""
     from mr_search_embedded.prepare import PIECES
 
-    return Path(PIECES[PREPARED_AS[check_split(split)]]())
+    return Path(PIECES[check_split(split)]())
 
 
 def same_questions(first: Path, second: Path) -> bool:

@@ -52,8 +52,8 @@ TIMINGS="${TIMINGS:-}"                  # a comparison.json with measured step t
 TIME_AIM_MIN="${TIME_AIM_MIN:-60}"      # the wall time aimed at (minutes): the plan says whether the arms fit it
 # --- world, policy, folders, machine ---
 WORK_DIR="${WORK_DIR:-}"                # empty: runs/compare/<date>
-MR_SEARCH_WORLD="${MR_SEARCH_WORLD:-default}"  # default | namesake: the embedded world, as every Python step reads
-                                       # it (the namesake one is cached under $MR_SEARCH_CACHE/worlds/namesake-v4)
+MR_SEARCH_WORLD="${MR_SEARCH_WORLD:-default}"  # default | namesake | threehop: the embedded world, as every Python
+                                       # step reads it (opt-in ones cached under $MR_SEARCH_CACHE/worlds/<name>-v<N>)
 POLICY="${POLICY:-tiny}"                # tiny | small: the tiny policy's shape the warm start trains
 # Knobs that are gone: one name per setting, and the namesake world has one version and one warm start.
 [[ -z "${WORLD+x}" ]] || { echo "compare.sh: WORLD is now MR_SEARCH_WORLD (WORLD=$WORLD given)" >&2; exit 1; }
@@ -63,16 +63,17 @@ for gone in NAMESAKE_VERSION MR_SEARCH_NAMESAKE_VERSION NAMESAKE_RECIPE; do
 done
 [[ -z "${K_EVAL+x}" ]] || { echo "compare.sh: K_EVAL is gone: the final evaluation uses K_eval = ATTEMPTS (the test" \
   "written before the run); K_EVAL=$K_EVAL given" >&2; exit 1; }
-[[ "$MR_SEARCH_WORLD" =~ ^(default|namesake)$ ]] \
-  || { echo "compare.sh: MR_SEARCH_WORLD=$MR_SEARCH_WORLD is not valid; use default or namesake" >&2; exit 1; }
+[[ "$MR_SEARCH_WORLD" =~ ^(default|namesake|threehop)$ ]] \
+  || { echo "compare.sh: MR_SEARCH_WORLD=$MR_SEARCH_WORLD is not valid; use default, namesake or threehop" >&2; exit 1; }
 export MR_SEARCH_WORLD
 REPORT_DIR="${REPORT_DIR:-$ROOT/reports/comparison/$MR_SEARCH_WORLD}"
 if [[ "$MR_SEARCH_WORLD" == default ]]; then
   RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8000}"
   earlier_report="$ROOT/reports/compare_embedded"
 else
-  # Another world, another port: a default-world service on 8000 must not answer for it.
-  RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:8019}"
+  # Another world, another port (as in eval.sh): a default-world service on 8000 must not answer for it.
+  if [[ "$MR_SEARCH_WORLD" == namesake ]]; then port=8019; else port=8020; fi
+  RETRIEVER_URL="${RETRIEVER_URL:-http://127.0.0.1:$port}"
   earlier_report="$ROOT/reports/compare_$MR_SEARCH_WORLD"
 fi
 if [[ -z "$TIMINGS" ]]; then

@@ -76,12 +76,15 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
     assert "outcome feedback on (MAGE-style)" in run(tmp_path, OUTCOME_FEEDBACK="1").stdout
 
 
-def test_the_namesake_world_gets_its_own_report_and_port(tmp_path: Path) -> None:
+def test_each_opt_in_world_gets_its_own_report_and_port(tmp_path: Path) -> None:
     result = run(tmp_path, MR_SEARCH_WORLD="namesake", POLICY="small")
     assert result.returncode == 0, result.stderr
     assert "world namesake, policy small" in result.stdout
     assert f"report {ROOT}/reports/comparison/namesake, retrieval http://127.0.0.1:8019" in result.stdout
     assert "reports/compare_namesake/comparison.json" in result.stdout, "step times of the world's earlier report"
+    threehop = run(tmp_path, MR_SEARCH_WORLD="threehop")
+    assert threehop.returncode == 0, threehop.stderr
+    assert f"report {ROOT}/reports/comparison/threehop, retrieval http://127.0.0.1:8020" in threehop.stdout
     default = run(tmp_path)
     assert "world default, policy tiny" in default.stdout
     assert f"report {ROOT}/reports/comparison/default, retrieval http://127.0.0.1:8000" in default.stdout
@@ -120,7 +123,7 @@ def test_one_name_per_knob_and_retired_knobs_are_named(tmp_path: Path, env: dict
         ({"OUTCOME_FEEDBACK": "yes"}, "OUTCOME_FEEDBACK=yes is not valid; use 0 (paper) or 1"),
         ({"WARM_START": "/nowhere"}, "WARM_START=/nowhere holds no HF model (config.json)"),
         ({"REFLECTION_QUESTION": "on"}, "REFLECTION_QUESTION=on is not valid; use 0 (paper), 1, or leave it empty"),
-        ({"MR_SEARCH_WORLD": "twins"}, "MR_SEARCH_WORLD=twins is not valid; use default or namesake"),
+        ({"MR_SEARCH_WORLD": "twins"}, "MR_SEARCH_WORLD=twins is not valid; use default, namesake or threehop"),
         ({"POLICY": "wide"}, "POLICY=wide is not valid; use tiny or small"),
     ],
 )
