@@ -67,8 +67,8 @@ NAMESAKE = {
         "p_rename": 0.5,
     },
 }
-# The threehop world's: the default's on its one- and two-hop training questions.
-THREEHOP = {**DEFAULT, "max_hops": 2}
+# The threehop world's: the default's on its one- and two-hop training questions, half of them renamed.
+THREEHOP = {**DEFAULT, "max_hops": 2, "transcripts": {**TRANSCRIPTS, "p_rename": 0.5}}
 
 # sha256 of the JSON of transcript_mix(..., count=60) on the training questions of the 24-group namesake world (the
 # default's on its questions other than the namesake and control ones, which the default world does not have) and of
@@ -80,8 +80,8 @@ TRANSCRIPT_SHA256 = {
     ("default", True): "57f9e8e2d6b5fe369c4202f04bbe7320feefbdc4ae7ac6e5febde25bd7ff6052",
     ("namesake", False): "78ccf012fd361f4d68ddba184c954477f943653d1a7a7a62443f4d186751b271",
     ("namesake", True): "bf576b2399dd9b19d51b9ed3a1d3b97a16331557096edf521feb31357c342195",
-    ("threehop", False): "3e82057d55cea4e4e343e452ded6b471ca38554c0c1db41662561dffbe0f3984",
-    ("threehop", True): "13ecde8b0535ca2cb46f405248e6722ab98ca6bf553017fc3d712c6159229df3",
+    ("threehop", False): "110f685915351a96365d5f0aaaed956d5b2c13b728579fe756455c7b1d501a88",
+    ("threehop", True): "80c0839bfd9d1506e1b360c61e812c2673dfc61b2f44f9622aad653dfd808741",
 }
 WINDOWS_SHA256 = "5198204222a17ed7c31122281c52fde5a40ead2a03e7522258a1fbf8ba2b951b"
 
