@@ -181,27 +181,17 @@ RUN_DIR="$(realpath -m "$RUN_DIR")"
 [[ "$DRY_RUN" == 1 ]] || mkdir -p "$RUN_DIR"
 LAUNCH="$(date +%Y%m%d-%H%M%S)-$$"
 
-# --- embedded setup: data, policy, retrieval (each cached after the first run) ----------------------------------------
-if [[ "$PRESET" == embedded && "$DRY_RUN" != 1 ]]; then
-  "$PYTHON" -c 'import mr_search_embedded' 2>/dev/null || die "the embedded default needs the embedded-world \
-example: pip install -e $ROOT/examples/embedded_world (make setup does), or pass MODEL_PATH, TRAIN_FILE and VAL_FILE"
-  if [[ -z "$TRAIN_FILE" || -z "$VAL_FILE" ]]; then
-    echo "train_grpo_step.sh: preparing the embedded dataset"
-    mapfile -t files < <("$PYTHON" -m mr_search_embedded.prepare train dev)
-    TRAIN_FILE="${TRAIN_FILE:-${files[0]}}"
-    VAL_FILE="${VAL_FILE:-${files[1]}}"
-  fi
-  if [[ -z "$MODEL_PATH" ]]; then
-    echo "train_grpo_step.sh: preparing the warm-started tiny policy (cached in $MR_SEARCH_CACHE after its first build)"
-    MODEL_PATH="$("$PYTHON" -m mr_search_embedded.prepare policy | tail -n 1)"
-  fi
-fi
-
+# --- embedded setup: retrieval, data, policy (each cached after the first run) ----------------------------------------
 # shellcheck source=scripts/lib/retrieval.sh
 source "$ROOT/scripts/lib/retrieval.sh"
 trap retrieval_stop_started EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
+
+if [[ "$PRESET" == embedded && "$DRY_RUN" != 1 ]]; then
+  "$PYTHON" -c 'import mr_search_embedded' 2>/dev/null || die "the embedded default needs the embedded-world \
+example: pip install -e $ROOT/examples/embedded_world (make setup does), or pass MODEL_PATH, TRAIN_FILE and VAL_FILE"
+fi
 
 starts_retriever() { [[ "$START_RETRIEVER" == 1 || ( "$START_RETRIEVER" == auto && "$PRESET" == embedded ) ]]; }
 free_port=0
@@ -213,19 +203,41 @@ if [[ -z "$RETRIEVER_URL" ]]; then
     RETRIEVER_URL="http://127.0.0.1:8000"
   fi
 fi
+retriever_started=0
 if [[ "$DRY_RUN" != 1 ]] && { ((free_port)) || ! retrieval_healthy "$RETRIEVER_URL"; }; then
-  if starts_retriever; then
-    echo -n "train_grpo_step.sh: "
-    # On a training node the service stays off the GPUs unless RETRIEVER_DEVICE asks for one (retrieval_launch.sh
-    # then hides them from it: a library it imports could otherwise take GPU memory by itself).
-    if ((free_port)); then
-      RETRIEVER_DEVICE="${RETRIEVER_DEVICE:-cpu}" retrieval_start_free "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
-    else
-      RETRIEVER_DEVICE="${RETRIEVER_DEVICE:-cpu}" \
-        retrieval_start_local "$RETRIEVER_URL" "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
+  starts_retriever \
+    || die "no retrieval service answers at $RETRIEVER_URL/health; start one (bash retrieval_launch.sh) or set RETRIEVER_URL"
+  echo -n "train_grpo_step.sh: "
+  # The service loads its model and index while the data and the policy are prepared below; it is waited for
+  # before the trainer starts. On a training node it stays off the GPUs unless RETRIEVER_DEVICE asks for one
+  # (retrieval_launch.sh then hides them from it: a library it imports could otherwise take GPU memory by itself).
+  RETRIEVER_DEVICE="${RETRIEVER_DEVICE:-cpu}" \
+    retrieval_launch "$RETRIEVER_URL" "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
+  retriever_started=1
+fi
+
+if [[ "$PRESET" == embedded && "$DRY_RUN" != 1 ]]; then
+  pieces=()  # one prepare process for all that is missing: one interpreter start, one import of the lab
+  [[ -n "$TRAIN_FILE" && -n "$VAL_FILE" ]] || pieces+=(train dev)
+  [[ -n "$MODEL_PATH" ]] || pieces+=(policy)
+  if ((${#pieces[@]})); then
+    echo "train_grpo_step.sh: preparing the embedded ${pieces[*]} (cached in $MR_SEARCH_CACHE after the first build)"
+    prepared="$("$PYTHON" -m mr_search_embedded.prepare "${pieces[@]}")" \
+      || die "python -m mr_search_embedded.prepare ${pieces[*]} failed (see above)"
+    mapfile -t files < <(tail -n "${#pieces[@]}" <<<"$prepared")  # the paths, one a line, in the order asked
+    if [[ "${pieces[0]}" == train ]]; then
+      TRAIN_FILE="${TRAIN_FILE:-${files[0]}}" VAL_FILE="${VAL_FILE:-${files[1]}}"
     fi
+    [[ -n "$MODEL_PATH" ]] || MODEL_PATH="${files[-1]}"
+  fi
+fi
+
+if ((retriever_started)); then  # before the trainer command: a port taken meanwhile changes RETRIEVER_URL
+  if ((free_port)); then
+    retrieval_wait_free "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT"
   else
-    die "no retrieval service answers at $RETRIEVER_URL/health; start one (bash retrieval_launch.sh) or set RETRIEVER_URL"
+    retrieval_wait_started "$RETRIEVER_URL" "$RUN_DIR/retrieval.log" "$RETRIEVER_READY_TIMEOUT" \
+      || die "the retrieval service exited; see $RUN_DIR/retrieval.log"
   fi
 fi
 

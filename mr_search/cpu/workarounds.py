@@ -51,9 +51,11 @@ ENV: Final[dict[str, str]] = {
     # torch.compile needs a C++ toolchain per process and buys nothing for tiny models on CPU.
     "TORCH_COMPILE_DISABLE": "1",
     "TOKENIZERS_PARALLELISM": "false",
+    # Ray starts no idle Python workers ahead of the actors: on a few cores those that no actor takes only cost CPU.
+    "RAY_prestart_worker_first_driver": "0",
 }
 
-# Hydra overrides of a CPU run (items 3, 5, 7 and the rollout backend). `++` adds or replaces.
+# Hydra overrides of a CPU run (items 3, 5, 7, the rollout backend, no Ray dashboard). `++` adds or replaces.
 # `num_gpus`: the logical GPUs Ray advertises, one per trainer rank (CPU runs are single-node).
 OVERRIDES: Final[tuple[str, ...]] = (
     "trainer.device=cpu",
@@ -61,6 +63,7 @@ OVERRIDES: Final[tuple[str, ...]] = (
     "trainer.n_gpus_per_node=1",
     "++ray_kwargs.ray_init.num_gpus=${trainer.n_gpus_per_node}",
     "ray_kwargs.ray_init.num_cpus=16",
+    "++ray_kwargs.ray_init.include_dashboard=False",
     "actor_rollout_ref.actor.strategy=fsdp2",
     "critic.strategy=fsdp2",
     "++actor_rollout_ref.model.override_config.attn_implementation=sdpa",

@@ -101,9 +101,10 @@ def test_two_concurrent_callers_write_the_parquet_once(
 def test_every_prompt_fits_both_presets_so_the_overlong_filter_drops_none(
     parquet: tuple[Path, EmbeddedParquet], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """verl's data.filter_overlong_prompts (on in both presets) keeps every embedded question: with the tiny policy's
-    tokenizer each prompt is shorter than the embedded preset's max_prompt_length and the paper preset's. So the
-    documented commands need no data.filter_overlong_prompts=False (the earlier GPU runs passed it; docs/gpu.md)."""
+    """verl's data.filter_overlong_prompts would keep every embedded question: with the tiny policy's tokenizer each
+    prompt is shorter than the embedded preset's max_prompt_length and the paper preset's. So the embedded preset
+    leaves the filter off (a tokenizing pass saved at every launch), and a paper-preset run on these questions (the
+    filter on) drops none: the documented commands need no data.filter_overlong_prompts=False (docs/gpu.md)."""
     import yaml
     from transformers import AutoTokenizer
 

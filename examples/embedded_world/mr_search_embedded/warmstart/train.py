@@ -474,10 +474,12 @@ def on_device(batch: Batch, device) -> Batch:
 
 def resolve_device(device: str) -> str:
     """``auto``: ``cuda`` when torch sees a GPU, else ``cpu``; ``cpu`` and ``cuda`` as given."""
-    import torch
-
     if device not in ("auto", "cpu", "cuda"):
         raise ValueError(f"warm start: device {device!r} is not one of auto, cpu, cuda")
+    if device == "cpu":
+        return device
+    import torch
+
     if device == "auto":
         return "cuda" if torch.cuda.is_available() else "cpu"
     if device == "cuda" and not torch.cuda.is_available():
@@ -525,11 +527,6 @@ def ensure_warmstart(
         device: ``cpu``, ``cuda`` or ``auto`` (``resolve_device``); a GPU build is keyed apart from a CPU one (other
             arithmetic; ``warmstart_key``).
     """
-    import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    from mr_search_retrieval.encoders import cpu_has_native_bf16
-
     if world is None:
         from mr_search_embedded.world.world import ensure_world
 
@@ -540,13 +537,18 @@ def ensure_warmstart(
             f"warm start: {base} holds no HF model (config.json); build it with ensure_tiny_model()"
         )
     device = resolve_device(device)
-    if device == "cpu" and config.bf16 and not cpu_has_native_bf16():
-        config = replace(config, bf16=False)  # emulated bf16 is slower than float32; warmstart.json says which ran
-    key, key_payload = warmstart_key(config, base, world, device)
+    key, key_payload = warmstart_key(config, base, world, device)  # on the CPU the same key with bf16 or without
     out = Path(out_dir) if out_dir is not None else cache_root() / "warmstart" / key
     done = out / ".complete"
     if done.exists():
-        return out
+        return out  # a built one needs neither torch nor transformers: every embedded launch asks for it
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    from mr_search_retrieval.encoders import cpu_has_native_bf16
+
+    if device == "cpu" and config.bf16 and not cpu_has_native_bf16():
+        config = replace(config, bf16=False)  # emulated bf16 is slower than float32; warmstart.json says which ran
     out.parent.mkdir(parents=True, exist_ok=True)
     with open(out.parent / f".{out.name}.lock", "w") as lock:
         try:
