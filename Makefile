@@ -16,18 +16,15 @@ export MR_SEARCH_CACHE ?= $(HOME)/.cache/mr_search
 setup: $(STAMP)
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash examples/embedded_world/scripts/prepare.sh
 
-# Re-installs only when a pyproject.toml changes. torch==2.13.0 first, with pip: on the project's CPU
-# machines that exact version lies on local disk, where pip looks (an unpinned `torch` would pull a CUDA build).
-# The rest with uv (installed into the venv by pip): parallel downloads and bytecode compiled on every core, about a
-# minute less than pip on a 2-core machine for the same versions; naming torch==2.13.0 again keeps the installed build.
+# Re-installs only when a pyproject.toml changes. torch==2.13.0 first: on the project's CPU
+# machines that exact version lies on local disk (an unpinned `torch` would pull a CUDA build).
 # The retrieval service is its own distribution (retrieval/pyproject.toml): named on the same command line, it is
-# what satisfies this project's `[retrieval]` extra (an installer takes no relative path from an extra).
+# what satisfies this project's `[retrieval]` extra (pip takes no relative path from an extra).
 $(STAMP): pyproject.toml retrieval/pyproject.toml examples/embedded_world/pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	$(PIP) install -q --upgrade pip uv
+	$(PIP) install -q --upgrade pip
 	$(PIP) install -q "torch==2.13.0"
-	$(VENV)/bin/uv pip install -q --python $(PY) --compile-bytecode "torch==2.13.0" \
-		-e "./retrieval[faiss]" -e ".[retrieval,eval,dev]" -e ./examples/embedded_world
+	$(PIP) install -q -e "./retrieval[faiss]" -e ".[retrieval,eval,dev]" -e ./examples/embedded_world
 	bash scripts/setup_browser.sh
 	touch $(STAMP)
 
