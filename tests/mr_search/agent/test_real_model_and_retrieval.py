@@ -38,7 +38,7 @@ async def test_tiny_model_meta_episode_against_the_embedded_service(kit: SimpleN
     from mr_search_retrieval.server import build_parser, config_from_args
 
     world = ensure_world()
-    with open(world.test, encoding="utf-8") as handle:
+    with open(world.dev, encoding="utf-8") as handle:
         question = json.loads(handle.readline())
     model_dir = ensure_tiny_model()
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
@@ -63,7 +63,8 @@ async def test_tiny_model_meta_episode_against_the_embedded_service(kit: SimpleN
             {
                 "actor_rollout_ref": {"rollout": {"prompt_length": 512, "response_length": 2048, "name": "mr_hf"}},
                 "data": {"apply_chat_template_kwargs": {}},
-                "mr_search": {"episode": {"max_new_tokens_per_turn": 24}},
+                # room for the forced first turn, whatever the question's length
+                "mr_search": {"episode": {"max_new_tokens_per_turn": max(24, len(forced) + 4)}},
             }
         )
         loop = MRSearchAgentLoop(
