@@ -28,9 +28,9 @@ def passes(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 
 def _native_bf16(monkeypatch: pytest.MonkeyPatch, native: bool) -> None:
-    from mr_search_retrieval import encoders
+    from mr_search.cpu import precision
 
-    monkeypatch.setattr(encoders, "cpu_has_native_bf16", lambda: native)
+    monkeypatch.setattr(precision, "cpu_has_native_bf16", lambda: native)
 
 
 def test_two_concurrent_callers_build_once(tmp_path, tiny_policy, mini_world, passes, capfd, call_together) -> None:

@@ -545,7 +545,7 @@ def ensure_warmstart(
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from mr_search_retrieval.encoders import cpu_has_native_bf16
+    from mr_search.cpu.precision import cpu_has_native_bf16
 
     if device == "cpu" and config.bf16 and not cpu_has_native_bf16():
         config = replace(config, bf16=False)  # emulated bf16 is slower than float32; warmstart.json says which ran
