@@ -8,7 +8,9 @@
 #   source "$ROOT/scripts/lib/retrieval.sh"
 #   trap retrieval_stop_started EXIT
 #   retrieval_healthy "$URL" || retrieval_start_local "$URL" "$LOG_FILE" "$TIMEOUT_SECONDS"
-#   RETRIEVER_URL="http://127.0.0.1:$(retrieval_free_port)"; retrieval_start_free "$LOG_FILE" "$TIMEOUT_SECONDS"
+#   RETRIEVER_URL="http://127.0.0.1:$(retrieval_free_port)"
+#   retrieval_launch "$RETRIEVER_URL" "$LOG_FILE" "$TIMEOUT_SECONDS"   # returns at once: prepare other things here
+#   retrieval_wait_free "$LOG_FILE" "$TIMEOUT_SECONDS"                 # a port taken meanwhile: another one
 
 RETRIEVAL_STARTED_PID=""
 
@@ -34,12 +36,6 @@ with socket.socket() as sock:
 retrieval_start_local() {
   retrieval_launch "$@"
   retrieval_wait_started "$@" || die "the retrieval service exited; see $2"
-}
-
-# retrieval_start_local on RETRIEVER_URL, a port retrieval_free_port picked (see retrieval_wait_free).
-retrieval_start_free() {
-  retrieval_launch "$RETRIEVER_URL" "$@"
-  retrieval_wait_free "$@"
 }
 
 # Starts retrieval_launch.sh on the port of a local URL in the background, logging to a file; returns at once.

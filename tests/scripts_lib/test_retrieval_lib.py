@@ -125,7 +125,8 @@ def test_a_picked_port_taken_before_the_service_binds_it_is_replaced(fake_root: 
         proc = _bash(
             fake_root,
             f"""RETRIEVER_URL=http://127.0.0.1:{port}
-retrieval_start_free {fake_root}/retrieval.log 30
+retrieval_launch "$RETRIEVER_URL" {fake_root}/retrieval.log 30
+retrieval_wait_free {fake_root}/retrieval.log 30
 retrieval_healthy "$RETRIEVER_URL" || exit 4
 echo "url $RETRIEVER_URL"
 """,
@@ -139,7 +140,11 @@ echo "url $RETRIEVER_URL"
 def test_a_free_port_start_that_fails_otherwise_is_reported_with_its_log(fake_root: Path) -> None:
     (fake_root / "retrieval_launch.sh").write_text("echo 'index missing: build it first' >&2; exit 2\n")
     log = fake_root / "retrieval.log"
-    proc = _bash(fake_root, f"RETRIEVER_URL=http://127.0.0.1:$(retrieval_free_port); retrieval_start_free {log} 30")
+    proc = _bash(
+        fake_root,
+        f"RETRIEVER_URL=http://127.0.0.1:$(retrieval_free_port); retrieval_launch $RETRIEVER_URL {log} 30; "
+        f"retrieval_wait_free {log} 30",
+    )
     assert proc.returncode == 1
     assert f"the retrieval service exited; see {log}" in proc.stderr
     assert proc.stdout.count("starting the embedded retrieval service") == 1, "no retry for another failure"
