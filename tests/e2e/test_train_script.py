@@ -281,7 +281,7 @@ def embedded_run(run_script, tmp_path_factory, free_port):
 
 
 @pytest.mark.slow
-@pytest.mark.xdist_group("embedded_run")  # one run for both tests: they share the module's run under pytest-xdist
+@pytest.mark.xdist_group("embedded_run")  # the three tests share the module's runs: one worker under pytest-xdist
 def test_embedded_run_trains_mr_search_for_real(embedded_run, port_answers):
     run, port = embedded_run
     assert run.returncode == 0, run.output[-6000:]
@@ -306,16 +306,33 @@ def test_embedded_run_trains_mr_search_for_real(embedded_run, port_answers):
     assert not port_answers(port), "the retrieval service the script started must be stopped"
 
 
+# The short-context ablation (context=previous_attempt) rides on the restart: one launch serves both tests, since each
+# launch costs about two minutes of verl's start-up on 2 cores. A restart must take any setting as given.
+SHORT_CONTEXT = ("mr_search.episode.context=previous_attempt",)
+
+
+@pytest.fixture(scope="module")
+def restarted_run(embedded_run, run_script):
+    """The embedded run continued from its last checkpoint for one more step (3), with the short context."""
+    first, port = embedded_run
+    assert first.returncode == 0, first.output[-6000:]
+    url = f"http://127.0.0.1:{port}"
+    return run_script(
+        first.run_dir, *TEST_RUN, *SHORT_CONTEXT, RETRIEVER_URL=url, TOTAL_STEPS="3", timeout=900, **TEST_KNOBS
+    )
+
+
+def _newest_launch_steps(run) -> list[int]:
+    newest = sorted((run.run_dir / "metrics").glob("*.jsonl"))[-1]
+    return [json.loads(line)["step"] for line in newest.read_text().splitlines()]
+
+
 @pytest.mark.slow
 @pytest.mark.xdist_group("embedded_run")
-def test_restart_continues_from_the_last_checkpoint(embedded_run, run_script):
-    first, port = embedded_run
-    assert first.returncode == 0
-    url = f"http://127.0.0.1:{port}"
-    run = run_script(first.run_dir, *TEST_RUN, RETRIEVER_URL=url, TOTAL_STEPS="3", timeout=900, **TEST_KNOBS)
+def test_restart_continues_from_the_last_checkpoint(restarted_run):
+    run = restarted_run
     assert run.returncode == 0, run.output[-6000:]
-    newest = sorted((run.run_dir / "metrics").glob("*.jsonl"))[-1]
-    assert [json.loads(line)["step"] for line in newest.read_text().splitlines()] == [3], "only the missing step"
+    assert _newest_launch_steps(run) == [3], "only the missing step"
     assert sorted(run.steps()) == [1, 2, 3]
     assert (run.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
 
@@ -341,35 +358,25 @@ def test_k1_baseline_runs_through_the_same_script(run_script, tmp_path, free_por
 
 
 @pytest.mark.slow
-def test_the_short_context_ablation_trains_on_policy(run_script, tmp_path, free_port):
+@pytest.mark.xdist_group("embedded_run")
+def test_the_short_context_ablation_trains_on_policy(restarted_run):
     """context=previous_attempt: each meta-episode is trained as one row per context the sampler saw, so the trainer's
-    log-probs are the sampler's. On the project's 2-core machine (bf16) this run gave rollout_corr/k3_kl 1.1e-5 and
+    log-probs are the sampler's. On the project's 2-core machine (bf16) a fresh run gave rollout_corr/k3_kl 1.1e-5 and
     1.5e-5 at steps 1 and 2, the full-context run 8.1e-6 and 6.6e-6; scoring the whole meta-episode as one sequence
-    instead (the off-policy layout once refused) gave 0.009 and 0.012 at the same settings: step 1 already tells
-    the two layouts apart, so one step is run."""
-    port = free_port()
-    short = ("mr_search.episode.context=previous_attempt",)
-    run = run_script(
-        tmp_path / "short",
-        *TEST_RUN,
-        *short,
-        RETRIEVER_URL=f"http://127.0.0.1:{port}",
-        TOTAL_STEPS="1",
-        timeout=900,
-        **TEST_KNOBS,
-    )
+    instead (the off-policy layout once refused) gave 0.009 and 0.012 at the same settings: one step tells the two
+    layouts apart, so one step is run (the restart's, step 3)."""
+    run = restarted_run
     assert run.returncode == 0, run.output[-6000:]
-    steps = run.steps()
-    assert sorted(steps) == [1]
+    assert _newest_launch_steps(run) == [3]
+    step = run.steps()[3]
     # verl stores a meta-episode's rows as {uid}_{session}_{row}: 8 questions x 4 meta-episodes, 2 rows each at K = 3
     # (attempts 1-2 saw the whole context, attempt 3 only the question and attempt 2).
-    keys = [json.loads(line)["uid"] for line in (run.run_dir / "rollouts" / "1.jsonl").read_text().splitlines()]
+    keys = [json.loads(line)["uid"] for line in (run.run_dir / "rollouts" / "3.jsonl").read_text().splitlines()]
     episodes = {key.rsplit("_", 1)[0] for key in keys}
     assert len(episodes) == 32 and len(keys) > len(episodes)
-    for step in steps.values():
-        assert _metric(step, "rollout_corr/k3_kl") < 1e-3
-        assert _metric(step, "mr_search/attempt_1/present_frac") == 1.0  # per meta-episode, not per row
-    assert any(_metric(s, "actor/grad_norm") > 0 for s in steps.values())
+    assert _metric(step, "rollout_corr/k3_kl") < 1e-3
+    assert _metric(step, "mr_search/attempt_1/present_frac") == 1.0  # per meta-episode, not per row
+    assert _metric(step, "actor/grad_norm") > 0
 
 
 @pytest.mark.slow
