@@ -1,21 +1,51 @@
 """The CPU engine's precision: verl's bf16 where the CPU computes it natively, float32 where torch would emulate it.
 
 ``python -m mr_search.cpu.precision`` prints ``bfloat16`` or ``float32``; ``train_grpo_step.sh`` asks it when
-``CPU_DTYPE=auto`` (docs/cpu-backend.md, "Precision").
+``CPU_DTYPE=auto`` (docs/cpu-backend.md, "Precision"). On Linux the answer comes from the kernel's CPU flags
+(``/proc/cpuinfo``) without importing torch, which costs seconds of CPU at every launch (and every dry run);
+elsewhere torch's own probe answers. Both read the same CPUID bits; a test checks they agree on the machine it runs on.
 """
 
 from __future__ import annotations
 
+from pathlib import Path
 
-def cpu_has_native_bf16() -> bool:
-    """AVX512-BF16 or AMX-BF16: CPUs where bf16 matrix products run at full speed (elsewhere torch emulates them)."""
+NATIVE_BF16_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+CPUINFO = Path("/proc/cpuinfo")
+
+
+def linux_cpu_flags(cpuinfo: Path | None = None) -> frozenset[str] | None:
+    """The x86 feature flags the kernel lists for the first CPU (its ``flags`` line); an empty set on a Linux CPU that
+    lists none (e.g. ARM, whose ``Features`` line names no x86 feature); None where ``cpuinfo`` (default:
+    ``CPUINFO``) cannot be read."""
+    try:
+        text = (cpuinfo or CPUINFO).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return None
+    for line in text.splitlines():
+        name, sep, value = line.partition(":")
+        if sep and name.strip() == "flags":
+            return frozenset(value.split())
+    return frozenset()
+
+
+def torch_has_native_bf16() -> bool:
+    """torch's own CPU feature probe (no public API yet): AVX512-BF16 or AMX-BF16."""
     import torch
 
     try:
-        caps = torch._C._cpu._get_cpu_capability()  # torch's own CPU feature probe (no public API yet)
+        caps = torch._C._cpu._get_cpu_capability()
     except (AttributeError, RuntimeError):
         return False
     return bool(caps.get("avx512_bf16") or caps.get("amx_bf16"))
+
+
+def cpu_has_native_bf16() -> bool:
+    """AVX512-BF16 or AMX-BF16: CPUs where bf16 matrix products run at full speed (elsewhere torch emulates them)."""
+    flags = linux_cpu_flags()
+    if flags is None:
+        return torch_has_native_bf16()
+    return bool(flags & NATIVE_BF16_FLAGS)
 
 
 def cpu_dtype() -> str:
