@@ -70,6 +70,32 @@ def script_env() -> dict[str, str]:
     return env
 
 
+def _compose_command(command: list[str]) -> dict:
+    """What ``command`` (``python -m verl.trainer.main_ppo --config-path=... --config-name=... overrides...``) with
+    Hydra's ``--cfg job`` would print, composed in this process: the same config folder, name and overrides through
+    Hydra's compose API, unresolved as ``--cfg job`` prints it, without an interpreter start and verl's imports (about
+    ten seconds of CPU each). Checked against ``--cfg job`` for four of this folder's commands: equal but for one key
+    the compose API adds (``model_engine``, verl's defaults-list choice). The command line itself is run in a
+    subprocess by one test in this folder and one in tests/configs."""
+    from hydra import compose, initialize_config_dir
+    from omegaconf import OmegaConf
+
+    entry = command.index("verl.trainer.main_ppo")
+    options = [arg for arg in command[entry + 1 :] if arg.startswith("--")]
+    overrides = [arg for arg in command[entry + 1 :] if not arg.startswith("--")]
+    named = dict(arg[2:].split("=", 1) for arg in options)
+    assert set(named) == {"config-path", "config-name"}, f"options this helper does not compose: {options}"
+    with initialize_config_dir(config_dir=named["config-path"], version_base=None):
+        config = compose(config_name=named["config-name"], overrides=overrides)
+    return OmegaConf.to_container(config, resolve=False)
+
+
+@pytest.fixture(scope="session")
+def compose_command() -> Callable[[list[str]], dict]:
+    """``compose_command(command)``: the config a dry run's trainer command composes into (as ``--cfg job``)."""
+    return _compose_command
+
+
 @pytest.fixture(scope="session")
 def run_script(script_env) -> Callable[..., ScriptRun]:
     """``run_script(run_dir, *overrides, timeout=..., **knobs)`` launches the script and waits for it."""

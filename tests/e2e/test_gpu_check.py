@@ -9,7 +9,6 @@ import sys
 from pathlib import Path
 
 import pytest
-import yaml
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "scripts" / "gpu_check.sh"
@@ -117,24 +116,13 @@ def test_the_checks_settings_can_be_overridden(tmp_path: Path) -> None:
         assert _value(command, "mr_search.retriever.url") == "http://10.0.0.5:8000/retrieve", "a given URL, as is"
 
 
-def test_the_checks_settings_are_verls_own_keys(tmp_path: Path) -> None:
-    """The printed command, with Hydra's ``--cfg job``, composes into verl's config with the check's values."""
+def test_the_checks_settings_are_verls_own_keys(tmp_path: Path, compose_command) -> None:
+    """The printed command composes (as with Hydra's ``--cfg job``) into verl's config with the check's values."""
     run = subprocess.run(
         ["bash", str(SCRIPT)], env=_dry_env(RUN_DIR=str(tmp_path / "run")), capture_output=True, text=True, timeout=120
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    printed = subprocess.run(
-        [*_launches(run.stdout)[0], "--cfg", "job"],
-        cwd=tmp_path,
-        env=_dry_env(),
-        capture_output=True,
-        text=True,
-        timeout=300,
-    )
-    assert printed.returncode == 0, printed.stderr[-3000:]
-    rollout = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])["actor_rollout_ref"][
-        "rollout"
-    ]
+    rollout = compose_command(_launches(run.stdout)[0])["actor_rollout_ref"]["rollout"]
     assert rollout["enforce_eager"] is True and rollout["gpu_memory_utilization"] == 0.15
 
 

@@ -74,7 +74,7 @@ def test_paper_preset_knobs_and_overrides_last(run_script, tmp_path):
     assert command[-1] == "trainer.save_freq=7"
 
 
-def test_hf_engine_serves_the_cpu_backends_rollout_on_verls_gpu_platform(run_script, tmp_path, script_env):
+def test_hf_engine_serves_the_cpu_backends_rollout_on_verls_gpu_platform(run_script, tmp_path, compose_command):
     """One GPU without SGLang: the mr_hf rollout, sdpa, no padding removal, and none of the CPU platform's settings."""
     command = _dry(run_script, tmp_path, PRESET="embedded", ROLLOUT_ENGINE="hf")
     assert "--config-name=mr_search_embedded" in command
@@ -82,11 +82,7 @@ def test_hf_engine_serves_the_cpu_backends_rollout_on_verls_gpu_platform(run_scr
     assert "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in command
     assert "actor_rollout_ref.model.use_remove_padding=False" in command
     assert not any(arg.startswith(("trainer.device=", "++ray_kwargs.ray_init.num_gpus=")) for arg in command)
-    printed = subprocess.run(
-        [*command, "--cfg", "job"], cwd=tmp_path, env=script_env, capture_output=True, text=True, timeout=180
-    )
-    assert printed.returncode == 0, printed.stderr[-3000:]
-    config = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])
+    config = compose_command(command)
     assert config["trainer"]["device"] == "cuda"  # verl's own platform: trainer and rollout on the GPU
     assert config["trainer"]["n_gpus_per_node"] == 1
     assert config["actor_rollout_ref"]["rollout"]["name"] == "mr_hf"
@@ -95,7 +91,7 @@ def test_hf_engine_serves_the_cpu_backends_rollout_on_verls_gpu_platform(run_scr
 
 @pytest.mark.parametrize("engine", ["sglang", "vllm"])
 @pytest.mark.parametrize("preset", ["embedded", "paper"])
-def test_engine_commands_pass_verls_validation(run_script, tmp_path, script_env, engine, preset):
+def test_engine_commands_pass_verls_validation(run_script, tmp_path, compose_command, engine, preset):
     """What a GPU node runs: verl's own async server for the engine; without flash_attn, sdpa and no padding removal;
     SGLang with the backends that ran here (verl's default, flashinfer, needs nvcc)."""
     command = _dry(
@@ -121,11 +117,7 @@ def test_engine_commands_pass_verls_validation(run_script, tmp_path, script_env,
     )
     # SGLANG_MEMORY_SAVER=auto with no GPU and no model read (a dry run): the saver on, verl's default.
     assert not any("free_cache_engine" in arg or "enable_memory_saver" in arg for arg in command)
-    printed = subprocess.run(
-        [*command, "--cfg", "job"], cwd=tmp_path, env=script_env, capture_output=True, text=True, timeout=180
-    )
-    assert printed.returncode == 0, printed.stderr[-3000:]
-    config = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])
+    config = compose_command(command)
     rollout = config["actor_rollout_ref"]["rollout"]
     assert rollout["name"] == engine and rollout["gpu_memory_utilization"] == 0.4
     assert config["actor_rollout_ref"]["model"]["use_remove_padding"] is False
@@ -225,21 +217,18 @@ def test_sglang_memory_saver_knob(run_script, tmp_path, saver, off):
     assert bad.returncode != 0 and "use auto, 0 or 1" in bad.output
 
 
-def test_entropy_coeff_sets_the_actors_entropy_bonus(run_script, tmp_path, script_env):
+def test_entropy_coeff_sets_the_actors_entropy_bonus(run_script, tmp_path, compose_command):
     """ENTROPY_COEFF: a random-weight policy earns no reward, so only a bonus makes its updates move the weights."""
     assert not any(a.startswith("actor_rollout_ref.actor.entropy_coeff=") for a in _dry(run_script, tmp_path))
     command = _dry(run_script, tmp_path, PRESET="paper", ROLLOUT_ENGINE="sglang", ENTROPY_COEFF="0.001")
     assert "actor_rollout_ref.actor.entropy_coeff=0.001" in command
-    printed = subprocess.run(
-        [*command, "--cfg", "job"], cwd=tmp_path, env=script_env, capture_output=True, text=True, timeout=180
-    )
-    assert printed.returncode == 0, printed.stderr[-3000:]
-    config = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])
+    config = compose_command(command)
     assert config["actor_rollout_ref"]["actor"]["entropy_coeff"] == 0.001
 
 
 def test_the_command_composes_into_the_config_the_trainer_gets(run_script, tmp_path, script_env):
-    """The printed command, with Hydra's ``--cfg job``, gives the config main_ppo would run with."""
+    """The printed command, with Hydra's ``--cfg job``, gives the config main_ppo would run with (the one launch of
+    the command line in this folder: the other tests compose their commands in process, ``compose_command``)."""
     command = _dry(run_script, tmp_path, ATTEMPTS="1", GAMMA="0.5", TOTAL_STEPS="3")
     printed = subprocess.run(
         [*command, "--cfg", "job"], cwd=tmp_path, env=script_env, capture_output=True, text=True, timeout=180
