@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from mr_search.eval.checkpoint import resolve_model_dir
 from mr_search.eval.metrics import summarize
+from mr_search.eval.question_cap import QuestionCap, recorded
 from mr_search.eval.records import write_jsonl
 from mr_search.eval.report import write_report
 from mr_search.eval.runner import EvalConfig, agent_loop_factory, run_episodes, select_rows
@@ -40,7 +41,7 @@ class ModelSpec:
         return cls(label.strip(), Path(path))
 
 
-def load_rows(test_parquet: Path, max_questions: int | None) -> list[dict[str, Any]]:
+def load_rows(test_parquet: Path, max_questions: int | QuestionCap | None) -> list[dict[str, Any]]:
     import pandas as pd
 
     if not Path(test_parquet).is_file():
@@ -113,7 +114,7 @@ def evaluate(
         "models": ", ".join(f"{m.label}={m.path}" for m in models),
         "test data": str(test_parquet),
         "questions": len(rows),
-        "max questions per source": config.max_questions,
+        "max questions per source": recorded(config.max_questions),
         "K_eval": config.attempts,
         "max turns per attempt": config.max_turns_per_attempt,
         "max new tokens per turn": config.max_new_tokens_per_turn,
