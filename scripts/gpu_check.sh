@@ -10,7 +10,9 @@
 # checkpoint before it, then resumes from the last one through verl's own resume path and trains one more step
 # (mr_search.trainer.resume_steps=1, mr_search/trainer/resume_check.py); the checks compare the step counter, the
 # weights, the optimizer and the dataloader position with the checkpoints. A second launch would pay Ray, the
-# workers and the engine's start again (minutes) for the same load. Its wall time and phases: docs/gpu.md.
+# workers and the engine's start again (minutes) for the same load. Its wall time and phases: docs/gpu.md (measured
+# with SGLang on one H200: 303.5 s on a fresh machine, 267 s on the next run; vLLM, the default here, not measured in
+# one launch).
 #
 # The embedded world's BM25 service is started on a free port unless RETRIEVER_URL names one: two checks side by side
 # on one host (CUDA_VISIBLE_DEVICES=0 and =1) do not collide (ports and run folders of their own, cache builds under a
