@@ -6,7 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
@@ -68,7 +68,7 @@ async def _evaluate_model(
     server = LocalServerManager.from_pretrained(
         model_dir, max_batch_size=config.concurrency, default_max_new_tokens=config.max_new_tokens_per_turn
     )
-    labelled = EvalConfig(**{**asdict(config), "method": spec.label})
+    labelled = replace(config, method=spec.label)  # not asdict: it would turn a QuestionCap into a dict
     try:
         make_loop = agent_loop_factory(tokenizer, server, retrieval_client, labelled)
         return await run_episodes(rows, make_loop, tokenizer, labelled, progress=progress)
