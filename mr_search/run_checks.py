@@ -23,6 +23,7 @@ from typing import Any, Final
 from mr_search.agent.parsing import first_close
 from mr_search.agent.trace import read_traces
 from mr_search.diagnosis import diagnose
+from mr_search.token_decoder import load_decoder
 from mr_search.trainer.resume_check import ResumeRecord, read_record
 from mr_search.training_log import read_metrics
 
@@ -209,17 +210,14 @@ def model_path(run_dir: Path) -> str | None:
 
 
 def run_checks(run_dir: Path, attempts: int, model: str | None = None) -> list[Check]:
-    from transformers import AutoTokenizer
-
     steps = read_metrics(run_dir)
     records = read_traces(run_dir / "trace") if (run_dir / "trace").is_dir() else []
     path = model or model_path(run_dir)
     if path is None:
         raise ValueError(f"{run_dir}/command.txt names no model; pass --model")
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    eos = set(tokenizer.all_special_ids)
+    tokenizer = load_decoder(path)
     checks = [
-        check_stops(records, lambda ids: tokenizer.decode(ids, skip_special_tokens=False), eos),
+        check_stops(records, tokenizer.decode, set(tokenizer.special_ids)),
         check_token_in_token_out(records),
         check_logprobs(steps),
         check_attempts(steps, attempts),

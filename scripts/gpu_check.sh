@@ -10,9 +10,8 @@
 # checkpoint before it, then resumes from the last one through verl's own resume path and trains one more step
 # (mr_search.trainer.resume_steps=1, mr_search/trainer/resume_check.py); the checks compare the step counter, the
 # weights, the optimizer and the dataloader position with the checkpoints. A second launch would pay Ray, the
-# workers and the engine's start again (minutes) for the same load. Its wall time and phases: docs/gpu.md (measured
-# with SGLang on one H200: 303.5 s on a fresh machine, 267 s on the next run; vLLM, the default here, not measured in
-# one launch).
+# workers and the engine's start again (minutes) for the same load. Its wall time and phases: docs/gpu.md (SGLang on
+# one H200; vLLM, the default here, not measured in one launch).
 #
 # The embedded world's BM25 service is started on a free port unless RETRIEVER_URL names one: two checks side by side
 # on one host (CUDA_VISIBLE_DEVICES=0 and =1) do not collide (ports and run folders of their own, cache builds under a
@@ -83,7 +82,11 @@ export MR_SEARCH_TRACE_DIR="$RUN_DIR/trace"
 die() { fail "$*" "see the log named above"; }
 # shellcheck source=scripts/lib/retrieval.sh
 source "$ROOT/scripts/lib/retrieval.sh"
-trap retrieval_stop_started EXIT
+cleanup() {  # the services and processes this script started, by their ids
+  [[ -z "${warm_pid:-}" ]] || kill "$warm_pid" 2>/dev/null || true
+  retrieval_stop_started
+}
+trap cleanup EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 retrieval_timeout="${RETRIEVER_READY_TIMEOUT:-900}"
@@ -106,6 +109,21 @@ if [[ "$DRY_RUN" != 1 && ( -z "${MODEL_PATH:-}" || -z "${TRAIN_FILE:-}" || -z "$
     "run python -m mr_search_embedded.prepare train dev policy to see it alone"
   export TRAIN_FILE="${TRAIN_FILE:-${prepared[0]}}" VAL_FILE="${VAL_FILE:-${prepared[1]}}"
   export MODEL_PATH="${MODEL_PATH:-${prepared[-1]}}"
+fi
+# SGLang builds five CUDA kernels with nvcc at their first use, the first generation of step 1 (on a fresh machine
+# most of a minute, one after the other); mr_search/engine_warm.py builds them side by side into the same disk cache
+# while Ray, the trainer and the engine start. Best effort: what it misses the engine builds as before. ENGINE_WARM=0
+# leaves it out.
+warm_pid=""
+if [[ "$ROLLOUT_ENGINE" == sglang && "${ENGINE_WARM:-1}" != 0 ]]; then
+  warm_command=("$PYTHON" -m mr_search.engine_warm --model "${MODEL_PATH:-<the prepared policy>}")
+  if [[ "$DRY_RUN" == 1 ]]; then
+    echo "gpu_check.sh: engine warm: ${warm_command[*]}"
+  else
+    echo "gpu_check.sh: building SGLang's first-use kernels in the background (log: $RUN_DIR/engine_warm.log)"
+    "${warm_command[@]}" >"$RUN_DIR/engine_warm.log" 2>&1 &
+    warm_pid=$!
+  fi
 fi
 [[ -z "$plugin_pid" ]] || wait "$plugin_pid" \
   || fail "the mr_search plugin is not registered in verl" "pip install -e . (in this environment)"

@@ -199,3 +199,25 @@ def test_steps_is_total_steps_as_in_the_training_script(tmp_path: Path) -> None:
     assert not (tmp_path / "run").exists()
     script = SCRIPT.read_text()
     assert 'launch "$TOTAL_STEPS" "++mr_search.trainer.resume_steps=1" "$@"' in script
+
+
+@pytest.mark.parametrize(("env", "warms"), [({"ROLLOUT_ENGINE": "sglang"}, True), ({"ROLLOUT_ENGINE": "vllm"}, False),
+                                            ({"ROLLOUT_ENGINE": "sglang", "ENGINE_WARM": "0"}, False)])
+def test_sglang_s_first_use_kernels_are_built_in_the_background(tmp_path: Path, env: dict, warms: bool) -> None:
+    """With SGLang the check builds the engine's JIT kernels beside the launch (mr_search.engine_warm); a dry run
+    names the command and starts nothing."""
+    run = subprocess.run(
+        ["bash", str(SCRIPT)],
+        env=_dry_env(RUN_DIR=str(tmp_path / "run"), MODEL_PATH="/models/tiny", **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = [line for line in run.stdout.splitlines() if "engine warm:" in line]
+    if warms:
+        (line,) = lines
+        assert line.endswith("-m mr_search.engine_warm --model /models/tiny")
+    else:
+        assert not lines
+    assert not (tmp_path / "run").exists()
