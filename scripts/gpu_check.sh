@@ -17,6 +17,11 @@
 # on one host (CUDA_VISIBLE_DEVICES=0 and =1) do not collide (ports and run folders of their own, cache builds under a
 # lock). Extra arguments are Hydra overrides for both launches. Exit status 1 when a check fails; the cause and its
 # fix are printed below the table. DRY_RUN=1 prints the two launches' trainer commands and runs nothing.
+#
+# The actor trains without torch.compile (ACTOR_TORCH_COMPILE=0, the default here; 1 keeps verl's default): in verl
+# 0.9.1 it compiles only the entropy from the logits (actor_rollout_ref.actor.fsdp_config.use_torch_compile), which
+# no check reads (the log-probs the checks compare are computed without it), and on a fresh machine the compile cost
+# seconds of step 1.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,6 +54,12 @@ export PYTHON
 export GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.15}" ENFORCE_EAGER="${ENFORCE_EAGER:-1}"
 [[ -n "${MODEL_PATH:-}" ]] || export SGLANG_MEMORY_SAVER="${SGLANG_MEMORY_SAVER:-0}"
 export RETRIEVER_TYPE="${RETRIEVER_TYPE:-bm25}"
+case "${ACTOR_TORCH_COMPILE:-0}" in
+  0) actor_overrides=("actor_rollout_ref.actor.fsdp_config.use_torch_compile=False") ;;
+  1) actor_overrides=() ;;
+  *) echo "gpu_check.sh: ACTOR_TORCH_COMPILE=$ACTOR_TORCH_COMPILE is not valid; use 0 (the actor's entropy" \
+    "without torch.compile, the check's default) or 1 (verl's default)" >&2; exit 2 ;;
+esac
 DRY_RUN="${DRY_RUN:-0}"
 DRY_LAUNCHES=0
 
@@ -133,7 +144,8 @@ launch() {  # total steps, then Hydra overrides
   local total=$1
   shift
   PRESET=embedded ROLLOUT_ENGINE="$ROLLOUT_ENGINE" N_GPUS_PER_NODE="$N_GPUS_PER_NODE" RUN_DIR="$RUN_DIR" \
-    TOTAL_STEPS="$total" SAVE_FREQ=1 TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" LR="$LR" bash "$ROOT/train_grpo_step.sh" "$@"
+    TOTAL_STEPS="$total" SAVE_FREQ=1 TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" LR="$LR" bash "$ROOT/train_grpo_step.sh" \
+    ${actor_overrides[@]+"${actor_overrides[@]}"} "$@"
   local launched=$?
   # A dry run: train_grpo_step.sh (DRY_RUN=1) printed this launch's trainer command; after the last one's, stop.
   [[ "$DRY_RUN" != 1 ]] || (( ++DRY_LAUNCHES < $([[ "$RESUME" == restart ]] && echo 2 || echo 1) )) || exit "$launched"

@@ -91,6 +91,7 @@ def test_the_check_is_one_launch_that_does_only_what_the_check_needs(tmp_path: P
     assert _value(command, "trainer.default_local_dir") == str(tmp_path / "run" / "checkpoints")
     assert _value(command, "trainer.total_training_steps") == "2"
     assert _value(command, "++mr_search.trainer.resume_steps") == "1"
+    assert _value(command, "actor_rollout_ref.actor.fsdp_config.use_torch_compile") == "False"
     assert command[-1] == "trainer.val_before_train=False"
     sglang = "++actor_rollout_ref.rollout.engine_kwargs.sglang"
     if engine == "sglang":
@@ -134,6 +135,7 @@ def test_the_checks_settings_can_be_overridden(tmp_path: Path) -> None:
             GPU_MEMORY_UTILIZATION="0.4",
             ENFORCE_EAGER="0",
             RETRIEVER_URL="http://10.0.0.5:8000",
+            ACTOR_TORCH_COMPILE="1",
         ),
         capture_output=True,
         text=True,
@@ -144,6 +146,14 @@ def test_the_checks_settings_can_be_overridden(tmp_path: Path) -> None:
         assert _value(command, "actor_rollout_ref.rollout.gpu_memory_utilization") == "0.4"
         assert _value(command, "actor_rollout_ref.rollout.enforce_eager") == "False"
         assert _value(command, "mr_search.retriever.url") == "http://10.0.0.5:8000/retrieve", "a given URL, as is"
+        assert not any("use_torch_compile" in arg for arg in command), "verl's default (compiled) is left as is"
+
+
+def test_a_torch_compile_setting_that_is_not_0_or_1_stops_naming_both(tmp_path: Path) -> None:
+    run = _run(tmp_path, DRY_RUN="1", ACTOR_TORCH_COMPILE="yes")
+    assert run.returncode == 2
+    assert "ACTOR_TORCH_COMPILE=yes is not valid; use 0" in run.stderr and "or 1" in run.stderr
+    assert not _launches(run.stdout)
 
 
 def test_the_checks_settings_are_verls_own_keys(tmp_path: Path) -> None:
@@ -165,6 +175,8 @@ def test_the_checks_settings_are_verls_own_keys(tmp_path: Path) -> None:
         "rollout"
     ]
     assert rollout["enforce_eager"] is True and rollout["gpu_memory_utilization"] == 0.15
+    actor = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])["actor_rollout_ref"]["actor"]
+    assert actor["fsdp_config"]["use_torch_compile"] is False, "the key verl's FSDP engine reads (entropy compile)"
     config = yaml.safe_load(printed.stdout[printed.stdout.index("mr_search:") :])
     assert config["mr_search"]["trainer"]["resume_steps"] == 1
 
