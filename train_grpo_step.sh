@@ -65,7 +65,8 @@ NNODES="${NNODES:-1}"                         # >1: join the Ray cluster already
 ROLLOUT_TP="${ROLLOUT_TP:-}"                  # rollout tensor parallel size (paper: 1)
 GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-}"  # share of GPU memory the engine may take (paper config: 0.6)
 ENFORCE_EAGER="${ENFORCE_EAGER:-}"            # 1: the engine runs eagerly (vLLM: no compile, no CUDA graphs; SGLang:
-                                              # no CUDA graphs): a faster start, slower decoding (gpu_check.sh: 1)
+                                              # no CUDA graphs, piecewise ones included): a faster start, slower
+                                              # decoding (gpu_check.sh: 1)
 USE_REMOVE_PADDING="${USE_REMOVE_PADDING:-auto}"  # sglang/vllm: auto = 1 when flash_attn imports, else 0 (sdpa)
 SGLANG_ATTENTION_BACKEND="${SGLANG_ATTENTION_BACKEND:-triton}"  # verl's default (flashinfer) needs nvcc at first use
 SGLANG_SAMPLING_BACKEND="${SGLANG_SAMPLING_BACKEND:-pytorch}"
@@ -283,6 +284,10 @@ elif [[ "$ROLLOUT_ENGINE" != cpu ]]; then
       "++actor_rollout_ref.rollout.engine_kwargs.sglang.sampling_backend=$SGLANG_SAMPLING_BACKEND"
       "++actor_rollout_ref.rollout.engine_kwargs.sglang.grammar_backend=$SGLANG_GRAMMAR_BACKEND"
     )
+    # Eager means no graphs: verl hands enforce_eager to SGLang as disable_cuda_graph (decode), and SGLang 0.5.12
+    # would still trace and capture its piecewise CUDA graphs for prefill at start-up.
+    [[ "$ENFORCE_EAGER" != True ]] \
+      || overrides+=("++actor_rollout_ref.rollout.engine_kwargs.sglang.disable_piecewise_cuda_graph=True")
     if [[ "$SGLANG_MEMORY_SAVER" == auto ]]; then
       # The policy's size, the engine's share and one card's memory decide (docs/gpu.md, "SGLang's memory saver").
       fit_util="${GPU_MEMORY_UTILIZATION:-$(preset_value actor_rollout_ref.rollout.gpu_memory_utilization)}"

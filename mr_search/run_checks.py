@@ -23,6 +23,8 @@ from typing import Any, Final
 from mr_search.agent.parsing import first_close
 from mr_search.agent.trace import read_traces
 from mr_search.diagnosis import diagnose
+from mr_search.token_decoder import load_decoder
+from mr_search.trainer.resume_check import ResumeRecord, read_record
 from mr_search.training_log import read_metrics
 
 # The e2e test's bounds on CPU (tests/e2e/test_train_script.py); an engine in bf16 must meet them too.
@@ -114,17 +116,86 @@ def check_attempts(steps: Mapping[int, Mapping[str, Any]], attempts: int) -> Che
     return Check("per-attempt metrics and advantages", passed, seen)
 
 
-def check_resume(run_dir: Path) -> Check | None:
-    """A later launch starts right after the step the earlier one saved; None with one launch."""
+def _launch_steps(run_dir: Path) -> list[list[int]]:
+    """The steps each launch (or the part after a resume inside one) logged, in order: one list a metrics file."""
     launches = []
     for path in sorted((run_dir / "metrics").glob("*.jsonl")):
         steps = [int(json.loads(line)["step"]) for line in path.read_text().splitlines() if line.strip()]
         if steps:
             launches.append(steps)
+    return launches
+
+
+def check_resume(run_dir: Path) -> Check | None:
+    """A later launch (or the part after a resume inside one) starts right after the step the earlier one saved;
+    None without a resume."""
+    launches = _launch_steps(run_dir)
     if len(launches) < 2:
         return None
     ok = all(later[0] == earlier[-1] + 1 for earlier, later in itertools.pairwise(launches))
     return Check("resume continues at the saved step", ok, " then ".join(f"steps {s[0]}-{s[-1]}" for s in launches))
+
+
+def _questions(run_dir: Path, step: int) -> set[str]:
+    """The prompts of one step as verl dumped them (``trainer.rollout_data_dir``: ``rollouts/<step>.jsonl``)."""
+    path = run_dir / "rollouts" / f"{step}.jsonl"
+    if not path.exists():
+        return set()
+    return {json.loads(line)["input"] for line in path.read_text().splitlines() if line.strip()}
+
+
+def _record_problems(record: ResumeRecord) -> list[str]:
+    """What a resume inside one launch got wrong, from its ``resume_check.json``; empty when nothing."""
+    n, wrong = record.saved_step, []
+    if (record.steps_after_rewind, record.steps_after_resume) != (n - 1, n):
+        wrong.append(f"step counter {record.steps_after_rewind} -> {record.steps_after_resume}, not {n - 1} -> {n}")
+    if record.checkpoint_state["N-1"]["model"] == record.checkpoint_state["N"]["model"]:
+        wrong.append(f"checkpoints {n - 1} and {n} hold the same weights (no update between: nothing to tell apart)")
+    if record.rewound_state != record.checkpoint_state["N-1"]:
+        wrong.append(f"the actor after the rewind is not checkpoint {n - 1}")
+    if record.resumed_state != record.checkpoint_state["N"]:
+        wrong.append(f"the actor after the resume is not checkpoint {n}")
+    if record.loader_after_rewind == record.loader_at_end:
+        wrong.append("the dataloader did not move back at the rewind")
+    if record.loader_after_resume != record.loader_at_end:
+        wrong.append(f"the dataloader after the resume is not where step {n} left it")
+    if record.continued_steps < 1:
+        wrong.append("no step after the resume")
+    return wrong
+
+
+def check_resumed_state(run_dir: Path) -> Check | None:
+    """The resumed run continues from the saved state: weights, optimizer and dataloader position.
+
+    With a resume inside one launch (``checkpoints/resume_check.json``, ``mr_search.trainer.resume_check``): the step
+    counter, the actor's model and optimizer and the dataloader's state after each load equal the checkpoint's, and
+    the rewind's differ. With every resume: the first step after it trains on questions none of the earlier steps of
+    the run saw (``rollouts/``; a dataloader that started over would repeat step 1's, one left at the rewind step N's),
+    which holds while the run stays in its first epoch. None without a resume."""
+    launches = _launch_steps(run_dir)
+    record = read_record(run_dir / "checkpoints")
+    if len(launches) < 2 and record is None:
+        return None
+    wrong = _record_problems(record) if record else []
+    seen = []
+    if record:
+        seen.append(
+            f"in one launch: rewound to {record.rewound_to}, resumed at {record.steps_after_resume}; model and "
+            f"optimizer = checkpoint {record.saved_step} ({record.resumed_state['model']}, "
+            f"not {record.rewound_state['model']}); "
+            f"dataloader at {record.samples_after_resume} samples (rewind: {record.samples_after_rewind})"
+        )
+    if len(launches) >= 2:
+        resumed = launches[-1][0]
+        new = _questions(run_dir, resumed)
+        earlier = set().union(*(_questions(run_dir, s) for s in range(1, resumed)))
+        if not new or not earlier:
+            wrong.append(f"no rollouts/ of step {resumed} and the steps before it (trainer.rollout_data_dir)")
+        elif new & earlier:
+            wrong.append(f"step {resumed} repeats {len(new & earlier)} of the earlier steps' {len(earlier)} questions")
+        else:
+            seen.append(f"step {resumed}: {len(new)} questions, none of the earlier steps' {len(earlier)}")
+    return Check("resume restores weights, optimizer, data position", not wrong, "; ".join(wrong or seen))
 
 
 def model_path(run_dir: Path) -> str | None:
@@ -139,23 +210,20 @@ def model_path(run_dir: Path) -> str | None:
 
 
 def run_checks(run_dir: Path, attempts: int, model: str | None = None) -> list[Check]:
-    from transformers import AutoTokenizer
-
     steps = read_metrics(run_dir)
     records = read_traces(run_dir / "trace") if (run_dir / "trace").is_dir() else []
     path = model or model_path(run_dir)
     if path is None:
         raise ValueError(f"{run_dir}/command.txt names no model; pass --model")
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    eos = set(tokenizer.all_special_ids)
+    tokenizer = load_decoder(path)
     checks = [
-        check_stops(records, lambda ids: tokenizer.decode(ids, skip_special_tokens=False), eos),
+        check_stops(records, tokenizer.decode, set(tokenizer.special_ids)),
         check_token_in_token_out(records),
         check_logprobs(steps),
         check_attempts(steps, attempts),
     ]
-    resume = check_resume(run_dir)
-    return [*checks, *([resume] if resume else [])]
+    resumes = [check_resume(run_dir), check_resumed_state(run_dir)]
+    return [*checks, *(c for c in resumes if c)]
 
 
 def render(checks: Sequence[Check]) -> str:

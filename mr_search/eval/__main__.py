@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from mr_search.eval.evaluate import ModelSpec, evaluate
+from mr_search.eval.question_cap import parse_max_questions
 from mr_search.eval.runner import EvalConfig
 
 
@@ -30,7 +31,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, required=True, help="output folder")
     parser.add_argument("--retriever-url", default="http://127.0.0.1:8000/retrieve")
     parser.add_argument("--attempts", type=int, default=EvalConfig.attempts, help="K_eval (default: 3)")
-    parser.add_argument("--max-questions", type=int, default=None, help="first N questions per data source")
+    parser.add_argument(
+        "--max-questions",
+        default=None,
+        help="first N questions per data source, or e.g. 100,embedded_3hop=217 (a default and counts per source)",
+    )
     parser.add_argument("--max-turns", type=int, default=EvalConfig.max_turns_per_attempt)
     parser.add_argument("--topk", type=int, default=EvalConfig.topk)
     parser.add_argument("--max-new-tokens", type=int, default=EvalConfig.max_new_tokens_per_turn)
@@ -63,7 +68,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             response_length=args.response_length,
             outcome_feedback=args.outcome_feedback,
             reflection_restates_question=args.reflection_restates_question,
-            max_questions=args.max_questions,
+            max_questions=None if args.max_questions is None else parse_max_questions(args.max_questions),
             concurrency=args.concurrency,
         )
         data = args.data

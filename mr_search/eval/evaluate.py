@@ -6,12 +6,13 @@ import asyncio
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 from mr_search.eval.checkpoint import resolve_model_dir
 from mr_search.eval.metrics import summarize
+from mr_search.eval.question_cap import QuestionCap, recorded
 from mr_search.eval.records import write_jsonl
 from mr_search.eval.report import write_report
 from mr_search.eval.runner import EvalConfig, agent_loop_factory, run_episodes, select_rows
@@ -40,7 +41,7 @@ class ModelSpec:
         return cls(label.strip(), Path(path))
 
 
-def load_rows(test_parquet: Path, max_questions: int | None) -> list[dict[str, Any]]:
+def load_rows(test_parquet: Path, max_questions: int | QuestionCap | None) -> list[dict[str, Any]]:
     import pandas as pd
 
     if not Path(test_parquet).is_file():
@@ -67,7 +68,7 @@ async def _evaluate_model(
     server = LocalServerManager.from_pretrained(
         model_dir, max_batch_size=config.concurrency, default_max_new_tokens=config.max_new_tokens_per_turn
     )
-    labelled = EvalConfig(**{**asdict(config), "method": spec.label})
+    labelled = replace(config, method=spec.label)  # not asdict: it would turn a QuestionCap into a dict
     try:
         make_loop = agent_loop_factory(tokenizer, server, retrieval_client, labelled)
         return await run_episodes(rows, make_loop, tokenizer, labelled, progress=progress)
@@ -113,7 +114,7 @@ def evaluate(
         "models": ", ".join(f"{m.label}={m.path}" for m in models),
         "test data": str(test_parquet),
         "questions": len(rows),
-        "max questions per source": config.max_questions,
+        "max questions per source": recorded(config.max_questions),
         "K_eval": config.attempts,
         "max turns per attempt": config.max_turns_per_attempt,
         "max new tokens per turn": config.max_new_tokens_per_turn,

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any, Final
 
+from mr_search.eval.question_cap import QuestionCap, check_cap, limit_of
 from mr_search.eval.records import make_attempt, make_record
 
 logger = logging.getLogger(__name__)
@@ -36,7 +37,8 @@ class EvalConfig:
             off); use it to evaluate a policy trained with ``mr_search.episode.outcome_feedback``.
         reflection_restates_question: the reflection turn ends with the question's line (paper: off); use it to
             evaluate a policy trained with ``mr_search.episode.reflection_restates_question``.
-        max_questions: evaluate only the first N rows per data source (None: all).
+        max_questions: evaluate only the first N rows per data source (None: all), or a ``QuestionCap`` with
+            counts per source (``question_cap.py``).
         concurrency: meta-episodes in flight at once (the generator batches their requests).
         method: the row label of this model in the results table.
     """
@@ -50,7 +52,7 @@ class EvalConfig:
     response_length: int = 8192
     outcome_feedback: bool = False
     reflection_restates_question: bool = False
-    max_questions: int | None = None
+    max_questions: int | QuestionCap | None = None
     concurrency: int = 32
     method: str = "mr_search"
 
@@ -61,8 +63,7 @@ class EvalConfig:
                 continue
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ValueError(f"EvalConfig.{f.name}={value!r}: must be an integer >= 1")
-        if self.max_questions is not None and (not isinstance(self.max_questions, int) or self.max_questions < 1):
-            raise ValueError(f"EvalConfig.max_questions={self.max_questions!r}: must be an integer >= 1 or None")
+        check_cap(self.max_questions, "EvalConfig.max_questions")
         for name in ("outcome_feedback", "reflection_restates_question"):
             if not isinstance(getattr(self, name), bool):
                 raise ValueError(f"EvalConfig.{name}={getattr(self, name)!r}: must be True or False")
@@ -94,13 +95,14 @@ def plain(value: Any) -> Any:
     return value
 
 
-def select_rows(rows: Sequence[Mapping[str, Any]], max_questions: int | None) -> list[dict[str, Any]]:
-    """The first ``max_questions`` rows of each data source, in file order."""
+def select_rows(rows: Sequence[Mapping[str, Any]], max_questions: int | QuestionCap | None) -> list[dict[str, Any]]:
+    """The first ``max_questions`` rows of each data source (a ``QuestionCap``: its count for it), in file order."""
     taken: dict[str, int] = {}
     out = []
     for row in rows:
         source = str(row["data_source"])
-        if max_questions is not None and taken.get(source, 0) >= max_questions:
+        limit = limit_of(max_questions, source)
+        if limit is not None and taken.get(source, 0) >= limit:
             continue
         taken[source] = taken.get(source, 0) + 1
         out.append(plain(row))

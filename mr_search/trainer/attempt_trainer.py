@@ -28,8 +28,9 @@ from mr_search.contract import COLUMNS
 from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
 from mr_search.trainer.metrics import attempt_statistics, episode_statistics
+from mr_search.trainer.resume_check import resume_and_continue
 from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
-from mr_search.trainer.startup import check_training_options, replay_poll_seconds
+from mr_search.trainer.startup import check_training_options, replay_poll_seconds, resume_steps
 from mr_search.trainer.validation import validation_speed
 
 logger = logging.getLogger(__name__)
@@ -79,6 +80,14 @@ class MRSearchTrainer(PPOTrainerSync):
         self.retriever_config = retriever_config_of(config)
         self.episode_config = episode_config_of(config)
         register_estimator()  # normally done by the plugin on `import verl`; a no-op then
+
+    def fit(self, agent_loop_manager: Any) -> None:
+        """verl's training loop; with ``mr_search.trainer.resume_steps`` > 0 it then resumes from the run's own last
+        checkpoint in this launch and trains that many more steps (``mr_search.trainer.resume_check``)."""
+        super().fit(agent_loop_manager)
+        steps = resume_steps(self.config)
+        if steps and not self.config.trainer.get("val_only", False):
+            resume_and_continue(self, lambda: super(MRSearchTrainer, self).fit(agent_loop_manager), steps)
 
     def _build_replay_buffer(self) -> Any:
         """verl's replay buffer, polling every ``mr_search.trainer.replay_poll_s`` for a finished batch (verl: 2 s,

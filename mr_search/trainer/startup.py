@@ -13,6 +13,7 @@ from mr_search.config_checks import subtree
 logger = logging.getLogger(__name__)
 
 VERL_REPLAY_POLL_S = 2.0  # verl.trainer.ppo.v1.replay_buffer.ReplayBuffer's default poll_interval
+TRAINER_KEYS = ("replay_poll_s", "resume_steps")  # the keys of mr_search.trainer
 
 # Per-GPU micro-batch keys of verl's actor_rollout_ref and what each is split out of: the update's out of one GPU's
 # share of a PPO mini-batch, the log-prob passes' out of one GPU's share of the whole step.
@@ -37,6 +38,7 @@ def check_training_options(config: Any) -> None:
     EpisodeConfig.from_config(subtree(config, "episode"))
     RewardConfig.from_config(subtree(config, "reward"))
     replay_poll_seconds(config)
+    resume_steps(config)
     fit_micro_batches(config)
 
 
@@ -48,15 +50,50 @@ def replay_poll_seconds(config: Any) -> float:
         ValueError: not a number > 0, or an unknown key in ``mr_search.trainer``, naming the key.
     """
     trainer = subtree(config, "trainer") or {}
-    unknown = sorted(set(trainer) - {"replay_poll_s"})
+    unknown = sorted(set(trainer) - set(TRAINER_KEYS))
     if unknown:
-        raise ValueError(f"mr_search.trainer has unknown keys {unknown}; its only key is replay_poll_s")
+        raise ValueError(f"mr_search.trainer has unknown keys {unknown}; its keys are {list(TRAINER_KEYS)}")
     value = trainer.get("replay_poll_s", VERL_REPLAY_POLL_S)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ValueError(
             f"mr_search.trainer.replay_poll_s={value!r} must be a number of seconds > 0 (the project's configs: 0.05)"
         )
     return float(value)
+
+
+def resume_steps(config: Any) -> int:
+    """``mr_search.trainer.resume_steps``: after the last step, resume from the run's own checkpoints in the same
+    launch and train this many more steps (``mr_search.trainer.resume_check``); 0 (absent): off.
+
+    The resume rewinds to the checkpoint before the last one first, so the run must keep both: at least 2 steps,
+    a checkpoint after each (``trainer.save_freq=1``), ``trainer.max_actor_ckpt_to_keep`` null or >= 2.
+
+    Raises:
+        ValueError: not a whole number >= 0, or settings that would not leave the two checkpoints, naming the key.
+    """
+    value = (subtree(config, "trainer") or {}).get("resume_steps", 0)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"mr_search.trainer.resume_steps={value!r} must be a whole number of steps >= 0 (0: off)")
+    if value and OmegaConf.is_config(config):
+        needs = {
+            "trainer.save_freq": (OmegaConf.select(config, "trainer.save_freq", default=None), lambda v: v == 1),
+            "trainer.total_training_steps": (
+                OmegaConf.select(config, "trainer.total_training_steps", default=None),
+                lambda v: isinstance(v, int) and v >= 2,
+            ),
+            "trainer.max_actor_ckpt_to_keep": (
+                OmegaConf.select(config, "trainer.max_actor_ckpt_to_keep", default=None),
+                lambda v: v is None or v >= 2,
+            ),
+        }
+        for key, (seen, ok) in needs.items():
+            if not ok(seen):
+                raise ValueError(
+                    f"mr_search.trainer.resume_steps={value} rewinds to the checkpoint before the last one: it needs "
+                    f"trainer.save_freq=1, trainer.total_training_steps >= 2 and trainer.max_actor_ckpt_to_keep "
+                    f"null or >= 2 ({key}={seen!r})"
+                )
+    return value
 
 
 def fit_micro_batches(config: Any) -> None:

@@ -70,10 +70,11 @@ def _value(command: list[str], key: str) -> str:
 
 
 @pytest.mark.parametrize("engine", ["vllm", "sglang"])
-def test_the_checks_launches_do_only_what_the_check_needs(tmp_path: Path, engine: str) -> None:
-    """Both launches (steps 1-2, then the restart to 3 in the same folder): a KV cache sized for the tiny policy,
-    the engine without compile or CUDA graphs (verl hands enforce_eager to vLLM, and to SGLang as
-    disable_cuda_graph), one retrieval service on a free port. Nothing runs in a dry run, and no GPU is needed."""
+def test_the_check_is_one_launch_that_does_only_what_the_check_needs(tmp_path: Path, engine: str) -> None:
+    """One launch (steps 1-2, then the resume inside it and step 3): a KV cache sized for the tiny policy, the engine
+    without compile or CUDA graphs (verl hands enforce_eager to vLLM, and to SGLang as disable_cuda_graph; SGLang's
+    piecewise graphs off too), SGLang without its memory saver for the tiny policy, one retrieval service on a free
+    port. Nothing runs in a dry run, and no GPU is needed."""
     run = subprocess.run(
         ["bash", str(SCRIPT), "trainer.val_before_train=False"],
         env=_dry_env(ROLLOUT_ENGINE=engine, RUN_DIR=str(tmp_path / "run")),
@@ -82,18 +83,47 @@ def test_the_checks_launches_do_only_what_the_check_needs(tmp_path: Path, engine
         timeout=120,
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    first, restart = _launches(run.stdout)
-    for command in (first, restart):
-        assert _value(command, "actor_rollout_ref.rollout.name") == engine
-        assert _value(command, "actor_rollout_ref.rollout.gpu_memory_utilization") == "0.15"
-        assert _value(command, "actor_rollout_ref.rollout.enforce_eager") == "True"
-        assert _value(command, "trainer.default_local_dir") == str(tmp_path / "run" / "checkpoints")
-        assert command[-1] == "trainer.val_before_train=False"
-    assert [_value(c, "trainer.total_training_steps") for c in (first, restart)] == ["2", "3"]
-    url = _value(first, "mr_search.retriever.url")
-    assert url == _value(restart, "mr_search.retriever.url"), "one service for both launches"
+    (command,) = _launches(run.stdout)
+    assert _value(command, "actor_rollout_ref.rollout.name") == engine
+    assert _value(command, "actor_rollout_ref.rollout.gpu_memory_utilization") == "0.15"
+    assert _value(command, "actor_rollout_ref.rollout.enforce_eager") == "True"
+    assert _value(command, "trainer.default_local_dir") == str(tmp_path / "run" / "checkpoints")
+    assert _value(command, "trainer.total_training_steps") == "2"
+    assert _value(command, "++mr_search.trainer.resume_steps") == "1"
+    assert _value(command, "actor_rollout_ref.actor.fsdp_config.use_torch_compile") == "False"
+    assert command[-1] == "trainer.val_before_train=False"
+    sglang = "++actor_rollout_ref.rollout.engine_kwargs.sglang"
+    if engine == "sglang":
+        assert _value(command, f"{sglang}.disable_piecewise_cuda_graph") == "True"
+        assert _value(command, f"{sglang}.enable_memory_saver") == "False"
+    else:
+        assert not any(arg.startswith(sglang) for arg in command)
+    url = _value(command, "mr_search.retriever.url")
     assert url.startswith("http://127.0.0.1:") and url != "http://127.0.0.1:8000/retrieve"
     assert not (tmp_path / "run").exists(), "a dry run creates nothing"
+
+
+def test_resume_restart_is_a_second_launch_in_the_same_folder(tmp_path: Path) -> None:
+    run = subprocess.run(
+        ["bash", str(SCRIPT)],
+        env=_dry_env(RESUME="restart", RUN_DIR=str(tmp_path / "run")),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    first, restart = _launches(run.stdout)
+    assert [_value(c, "trainer.total_training_steps") for c in (first, restart)] == ["2", "3"]
+    assert not any("resume_steps" in arg for arg in first + restart)
+    assert _value(first, "mr_search.retriever.url") == _value(restart, "mr_search.retriever.url"), "one service"
+    assert _value(first, "trainer.default_local_dir") == _value(restart, "trainer.default_local_dir")
+
+
+@pytest.mark.parametrize(("env", "says"), [({"TOTAL_STEPS": "1"}, "TOTAL_STEPS >= 2"), ({"RESUME": "twice"}, "RESUME")])
+def test_a_resume_that_cannot_be_shown_stops_naming_the_fix(tmp_path: Path, env: dict, says: str) -> None:
+    run = _run(tmp_path, DRY_RUN="1", **env)
+    assert run.returncode == 2 and says in run.stderr
+    assert not _launches(run.stdout)
 
 
 def test_the_checks_settings_can_be_overridden(tmp_path: Path) -> None:
@@ -104,6 +134,7 @@ def test_the_checks_settings_can_be_overridden(tmp_path: Path) -> None:
             GPU_MEMORY_UTILIZATION="0.4",
             ENFORCE_EAGER="0",
             RETRIEVER_URL="http://10.0.0.5:8000",
+            ACTOR_TORCH_COMPILE="1",
         ),
         capture_output=True,
         text=True,
@@ -114,6 +145,14 @@ def test_the_checks_settings_can_be_overridden(tmp_path: Path) -> None:
         assert _value(command, "actor_rollout_ref.rollout.gpu_memory_utilization") == "0.4"
         assert _value(command, "actor_rollout_ref.rollout.enforce_eager") == "False"
         assert _value(command, "mr_search.retriever.url") == "http://10.0.0.5:8000/retrieve", "a given URL, as is"
+        assert not any("use_torch_compile" in arg for arg in command), "verl's default (compiled) is left as is"
+
+
+def test_a_torch_compile_setting_that_is_not_0_or_1_stops_naming_both(tmp_path: Path) -> None:
+    run = _run(tmp_path, DRY_RUN="1", ACTOR_TORCH_COMPILE="yes")
+    assert run.returncode == 2
+    assert "ACTOR_TORCH_COMPILE=yes is not valid; use 0" in run.stderr and "or 1" in run.stderr
+    assert not _launches(run.stdout)
 
 
 def test_the_checks_settings_are_verls_own_keys(tmp_path: Path, compose_command) -> None:
@@ -124,6 +163,10 @@ def test_the_checks_settings_are_verls_own_keys(tmp_path: Path, compose_command)
     assert run.returncode == 0, run.stdout + run.stderr
     rollout = compose_command(_launches(run.stdout)[0])["actor_rollout_ref"]["rollout"]
     assert rollout["enforce_eager"] is True and rollout["gpu_memory_utilization"] == 0.15
+    actor = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])["actor_rollout_ref"]["actor"]
+    assert actor["fsdp_config"]["use_torch_compile"] is False, "the key verl's FSDP engine reads (entropy compile)"
+    config = yaml.safe_load(printed.stdout[printed.stdout.index("mr_search:") :])
+    assert config["mr_search"]["trainer"]["resume_steps"] == 1
 
 
 def test_two_checks_side_by_side_get_their_own_port_and_run_folder() -> None:
@@ -155,4 +198,26 @@ def test_steps_is_total_steps_as_in_the_training_script(tmp_path: Path) -> None:
     assert "use TOTAL_STEPS=4" in run.stderr
     assert not (tmp_path / "run").exists()
     script = SCRIPT.read_text()
-    assert 'launch "$TOTAL_STEPS" "$@" && launch "$((TOTAL_STEPS + 1))"' in script
+    assert 'launch "$TOTAL_STEPS" "++mr_search.trainer.resume_steps=1" "$@"' in script
+
+
+@pytest.mark.parametrize(("env", "warms"), [({"ROLLOUT_ENGINE": "sglang"}, True), ({"ROLLOUT_ENGINE": "vllm"}, False),
+                                            ({"ROLLOUT_ENGINE": "sglang", "ENGINE_WARM": "0"}, False)])
+def test_sglang_s_first_use_kernels_are_built_in_the_background(tmp_path: Path, env: dict, warms: bool) -> None:
+    """With SGLang the check builds the engine's JIT kernels beside the launch (mr_search.engine_warm); a dry run
+    names the command and starts nothing."""
+    run = subprocess.run(
+        ["bash", str(SCRIPT)],
+        env=_dry_env(RUN_DIR=str(tmp_path / "run"), MODEL_PATH="/models/tiny", **env),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    lines = [line for line in run.stdout.splitlines() if "engine warm:" in line]
+    if warms:
+        (line,) = lines
+        assert line.endswith("-m mr_search.engine_warm --model /models/tiny")
+    else:
+        assert not lines
+    assert not (tmp_path / "run").exists()

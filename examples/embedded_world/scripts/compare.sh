@@ -45,7 +45,8 @@ LR="${LR:-1e-4}"                        # actor learning rate, every arm (every 
 MAX_NEW_TOKENS="${MAX_NEW_TOKENS:-48}"  # new tokens per model turn (the embedded training's)
 MAX_INFO_TOKENS="${MAX_INFO_TOKENS:-256}"  # tokens of one <information> block (the training's)
 EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-}"  # meta-episode budget; empty: 1024 per 3 attempts (the training's)
-MAX_QUESTIONS="${MAX_QUESTIONS:-40}"    # first N test questions per data source (fixed by the plan)
+MAX_QUESTIONS="${MAX_QUESTIONS:-40}"    # first N test questions per data source, or a default and counts per source
+                                       # (e.g. 100,embedded_3hop=217); fixed by the plan
 # --- the plan's wall time ---
 TIMINGS="${TIMINGS:-}"                  # a comparison.json with measured step times; empty: the report folder's, else
                                        # the earlier harness's report of the world
@@ -107,7 +108,8 @@ whole MAX_NEW_TOKENS "$MAX_NEW_TOKENS"
 whole MAX_INFO_TOKENS "$MAX_INFO_TOKENS"
 EVAL_RESPONSE_LENGTH="${EVAL_RESPONSE_LENGTH:-$(((1024 * ATTEMPTS + 2) / 3))}"  # the training's 1024 for K = 3
 whole EVAL_RESPONSE_LENGTH "$EVAL_RESPONSE_LENGTH"
-whole MAX_QUESTIONS "$MAX_QUESTIONS"
+[[ "$MAX_QUESTIONS" =~ ^([1-9][0-9]*|[A-Za-z0-9_.-]+=[1-9][0-9]*)(,([1-9][0-9]*|[A-Za-z0-9_.-]+=[1-9][0-9]*))*$ ]] \
+  || die "MAX_QUESTIONS=$MAX_QUESTIONS is not valid; use a whole number >= 1 or e.g. 100,embedded_3hop=217"
 whole TIME_AIM_MIN "$TIME_AIM_MIN"
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"

@@ -65,6 +65,7 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
         LR="3e-5",
         TURNS="2",
         ATTEMPTS="2",
+        MAX_QUESTIONS="30,embedded_2hop=12",
     )
     assert result.returncode == 0, result.stderr
     out = result.stdout
@@ -72,6 +73,7 @@ def test_knobs_change_the_plan(tmp_path: Path) -> None:
     assert "**Seeds**: 2 (7, 8)" in out and "lr 3e-5" in out
     assert "K = 2 attempts of 2 turns" in out and "first launch 10 steps" in out
     assert "k1_all_turns" not in out
+    assert "(12 of embedded_2hop, 30 of every other source)" in out
     assert "outcome feedback off (paper)" in out
     assert "outcome feedback on (MAGE-style)" in run(tmp_path, OUTCOME_FEEDBACK="1").stdout
 
@@ -115,6 +117,7 @@ def test_one_name_per_knob_and_retired_knobs_are_named(tmp_path: Path, env: dict
         ({"ARMS": "mr_search k2"}, "k2 not valid; use some of mr_search, k1, k1_all_turns, mr_search_no_credit"),
         ({"ARMS": "mr_search"}, "lacks k1"),
         ({"MAX_NEW_TOKENS": "0"}, "MAX_NEW_TOKENS=0 is not valid"),
+        ({"MAX_QUESTIONS": "all"}, "MAX_QUESTIONS=all is not valid; use a whole number >= 1 or e.g. 100,embedded_3hop"),
         ({"EVAL_RESPONSE_LENGTH": "lots"}, "EVAL_RESPONSE_LENGTH=lots is not valid"),
         ({"RETRIEVER_URL": "http://example.com:80"}, "use http://127.0.0.1:<port>"),
         ({"TOKEN_TOLERANCE": "5%"}, "TOKEN_TOLERANCE=5% is not valid"),

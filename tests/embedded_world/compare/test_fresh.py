@@ -73,3 +73,16 @@ def test_reflection_options_must_match_too(tmp_path: Path) -> None:
     _set_meta(results, **{"reflection restates question": True, "outcome feedback": True})
     assert main([*_args(results), "--reflection-restates-question", "--outcome-feedback"]) == 0
     assert main(_args(results)) == 1
+
+
+def test_an_evaluation_with_per_source_counts_is_fresh_only_for_the_same_counts(tmp_path: Path) -> None:
+    from mr_search.eval.question_cap import parse_max_questions
+
+    results = _results(tmp_path / "results.json", **{**BASE, "max questions per source": "100,embedded_3hop=217"})
+    both = ["k1=/r/k", "mr_search=/r/m"]
+    assert is_fresh(results, both, 3, parse_max_questions("100,embedded_3hop=217"))
+    assert not is_fresh(results, both, 3, parse_max_questions("100,embedded_3hop=200"))
+    assert not is_fresh(results, both, 3, 100)
+    args = _args(results)
+    args[args.index("40")] = "100,embedded_3hop=217"
+    assert main(args) == 0

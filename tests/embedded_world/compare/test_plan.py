@@ -137,3 +137,13 @@ def test_timings_this_harness_recorded_are_read_back(tmp_path: Path) -> None:
 def test_the_repository_reports_give_the_default_plan_its_step_times() -> None:
     timings = timings_from_comparison(ROOT / "reports" / "compare_embedded" / "comparison.json", ARM_NAMES)
     assert 5 < timings.step_seconds["mr_search"] < 12 and 2 < timings.step_seconds["k1"] < 6
+
+
+def test_per_source_question_counts_are_stated_and_estimated(tmp_path: Path) -> None:
+    args = _args(tmp_path, "--max-questions", "100,embedded_3hop=217")
+    plan = build_plan(args)
+    assert plan.as_dict()["evaluation"]["max_questions_per_source"] == "100,embedded_3hop=217"
+    text = plan_from_arguments(_args(tmp_path, "--max-questions", "100,embedded_3hop=217"))
+    assert "the first questions of each data source (217 of embedded_3hop, 100 of every other source)" in text
+    with pytest.raises(ValueError, match=r"e\.g\. 100,embedded_3hop=217"):
+        build_plan(_args(tmp_path, "--max-questions", "0"))

@@ -67,8 +67,9 @@ NAMESAKE = {
         "p_rename": 0.5,
     },
 }
-# The threehop world's: the default's on its one- and two-hop training questions, half of them renamed.
-THREEHOP = {**DEFAULT, "max_hops": 2, "transcripts": {**TRANSCRIPTS, "p_rename": 0.5}}
+# The threehop world's: the default's on its one- and two-hop training questions, 80% of them renamed, a longer
+# window stage (chosen on dev: reports/threehop_dev_probe).
+THREEHOP = {**DEFAULT, "max_hops": 2, "window_steps": 800, "transcripts": {**TRANSCRIPTS, "p_rename": 0.8}}
 
 # sha256 of the JSON of transcript_mix(..., count=60) on the training questions of the 24-group namesake world (the
 # default's on its questions other than the namesake and control ones, which the default world does not have) and of
@@ -80,8 +81,8 @@ TRANSCRIPT_SHA256 = {
     ("default", True): "57f9e8e2d6b5fe369c4202f04bbe7320feefbdc4ae7ac6e5febde25bd7ff6052",
     ("namesake", False): "78ccf012fd361f4d68ddba184c954477f943653d1a7a7a62443f4d186751b271",
     ("namesake", True): "bf576b2399dd9b19d51b9ed3a1d3b97a16331557096edf521feb31357c342195",
-    ("threehop", False): "110f685915351a96365d5f0aaaed956d5b2c13b728579fe756455c7b1d501a88",
-    ("threehop", True): "80c0839bfd9d1506e1b360c61e812c2673dfc61b2f44f9622aad653dfd808741",
+    ("threehop", False): "309ae2e1df2c29e403f766b15bb261100c64230a211bea6382ece27bd4dedb2f",
+    ("threehop", True): "e412207eb64d606381e0731dc1ecbeb331b2dd6f0f1c890a3751dca1d0b6b60f",
 }
 WINDOWS_SHA256 = "5198204222a17ed7c31122281c52fde5a40ead2a03e7522258a1fbf8ba2b951b"
 

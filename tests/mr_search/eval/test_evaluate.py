@@ -150,3 +150,24 @@ def test_checkpoint_resolution(tmp_path: Path, tiny_model: Path) -> None:
     (tmp_path / "empty").mkdir()
     with pytest.raises(FileNotFoundError, match="neither a Hugging Face model folder"):
         resolve_model_dir(tmp_path / "empty")
+
+
+def test_evaluation_takes_counts_per_source(embedded: tuple[Path, Path], tiny_model: Path, tmp_path: Path) -> None:
+    from mr_search.eval.question_cap import QuestionCap
+
+    cache, test = embedded
+    config = EvalConfig(
+        attempts=1, max_questions=QuestionCap(1, {"embedded_2hop": 2}), max_new_tokens_per_turn=12, response_length=256
+    )
+    paths = evaluate(
+        [ModelSpec("m", tiny_model)],
+        test,
+        tmp_path,
+        retriever_url="http://127.0.0.1:9/x",
+        config=config,
+        retrieval_client=CorpusRetriever(cache / "world" / "corpus.jsonl"),
+        progress=False,
+    )
+    records = [json.loads(line) for line in paths["trajectories.jsonl"].read_text().splitlines()]
+    assert sorted(r["data_source"] for r in records) == ["embedded_1hop", "embedded_2hop", "embedded_2hop"]
+    assert json.loads(paths["results.json"].read_text())["meta"]["max questions per source"] == "1,embedded_2hop=2"

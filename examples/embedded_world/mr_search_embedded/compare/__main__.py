@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 
+from mr_search.eval.question_cap import QuestionCap, parse_max_questions, recorded
 from mr_search_embedded.compare.arms import build_arms, parse_arms
 from mr_search_embedded.compare.budget import match_runs, next_steps, write_match
 from mr_search_embedded.compare.history import append_history, history_entry
@@ -68,7 +69,7 @@ def is_fresh(
     results: Path,
     models: Sequence[str],
     k_eval: int,
-    max_questions: int | None,
+    max_questions: int | QuestionCap | None,
     limits: Mapping[str, int] | None = None,
     outcome_feedback: bool = False,
     restates_question: bool = False,
@@ -87,7 +88,7 @@ def is_fresh(
     return (
         sorted(evaluated) == sorted(models)
         and evaluated_k == k_eval
-        and meta.get("max questions per source", "unknown") == max_questions
+        and meta.get("max questions per source", "unknown") == recorded(max_questions)
         and all(meta.get(key) == value for key, value in (limits or {}).items())
         and evaluated_feedback == outcome_feedback
         and bool(meta.get("reflection restates question", False)) == restates_question
@@ -119,7 +120,12 @@ def _parser() -> argparse.ArgumentParser:
     fresh.add_argument("--results", type=Path, required=True, help="results.json of python -m mr_search.eval")
     fresh.add_argument("--models", nargs="+", required=True, help="LABEL=PATH of each model, as evaluated")
     fresh.add_argument("--k-eval", type=int, required=True)
-    fresh.add_argument("--max-questions", type=int, default=None, help="questions per data source (default: all)")
+    fresh.add_argument(
+        "--max-questions",
+        type=parse_max_questions,
+        default=None,
+        help="questions per data source, or e.g. 100,embedded_3hop=217 (default: all)",
+    )
     fresh.add_argument("--max-turns", type=int, default=None, help="model turns per attempt, if it must match")
     fresh.add_argument("--max-new-tokens", type=int, default=None, help="new tokens per model turn, idem")
     fresh.add_argument("--max-information-tokens", type=int, default=None, help="tokens of a passages block, idem")

@@ -12,6 +12,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from mr_search.eval.question_cap import QuestionCap, recorded
 from mr_search_embedded.compare.arms import K1, K1_ALL_TURNS, MR, NO_CREDIT, Arm
 from mr_search_embedded.compare.bootstrap import RESAMPLES, SEED
 from mr_search_embedded.compare.layout import PLAN_JSON, PLAN_MD
@@ -40,7 +41,7 @@ class Plan:
     group: int
     lr: str
     tolerance: float
-    max_questions: int
+    max_questions: int | QuestionCap
     questions: int | None  # the test questions evaluated; None in a dry run (the split is not built)
     response_length: int
     max_new_tokens: int
@@ -78,7 +79,7 @@ class Plan:
             },
             "evaluation": {
                 "decoding": "greedy",
-                "max_questions_per_source": self.max_questions,
+                "max_questions_per_source": recorded(self.max_questions),
                 "questions": self.questions,
                 "response_length": self.response_length,
                 "max_new_tokens": self.max_new_tokens,
@@ -93,6 +94,14 @@ class Plan:
         }
 
 
+def _first_questions(cap: int | QuestionCap) -> str:
+    if isinstance(cap, int):
+        return f"the first {cap} questions of each data source"
+    named = ", ".join(f"{n} of {s}" for s, n in sorted(cap.by_source.items()))
+    rest = "" if cap.default is None else f", {cap.default} of every other source"
+    return f"the first questions of each data source ({named}{rest})"
+
+
 def metric_text(plan: Plan) -> str:
     mr = _arm(plan, MR)
     questions = f"{plan.questions} questions" if plan.questions is not None else "the count is fixed when it starts"
@@ -101,7 +110,7 @@ def metric_text(plan: Plan) -> str:
     return (
         f"exact match (EM, %) of the final answer on the test split, greedy, K_eval = K = {mr.eval_attempts} attempts "
         f"in one context ({mr.turns} turns each{own}), "
-        f"the first {plan.max_questions} questions of each data source ({questions}), {plan.response_length} tokens "
+        f"{_first_questions(plan.max_questions)} ({questions}), {plan.response_length} tokens "
         f"a meta-episode, {plan.max_new_tokens} a turn, {plan.max_information_tokens} a passages block"
     )
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from mr_search.eval.question_cap import QuestionCap, parse_max_questions
 from mr_search_embedded.compare.arms import build_arms, parse_arms
 from mr_search_embedded.compare.plan import Plan, render_plan, write_plan
 from mr_search_embedded.compare.walltime import plan_wall_time, timings_from_comparison
@@ -23,7 +24,11 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--group", type=int, required=True)
     parser.add_argument("--lr", required=True)
     parser.add_argument("--tolerance", type=float, required=True)
-    parser.add_argument("--max-questions", type=int, required=True, help="first N test questions per data source")
+    parser.add_argument(
+        "--max-questions",
+        required=True,
+        help="first N test questions per data source, or e.g. 100,embedded_3hop=217 (a default and counts per source)",
+    )
     parser.add_argument("--response-length", type=int, required=True)
     parser.add_argument("--max-new-tokens", type=int, required=True)
     parser.add_argument("--max-information-tokens", type=int, required=True)
@@ -38,12 +43,21 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--report-dir", type=Path, default=None, help="also write plan.md there (with --out)")
 
 
-def _questions(test: Path | None, max_questions: int) -> int | None:
+def _questions(test: Path | None, max_questions: int | QuestionCap) -> int | None:
     if test is None:
         return None
     from mr_search.eval.evaluate import load_rows
 
     return len(load_rows(test, max_questions))
+
+
+def _estimate(cap: int | QuestionCap, sources: int) -> int:
+    """Questions a dry run's plan expects: the per-source count times the sources (a cap: its named counts, and its
+    default for the sources it does not name)."""
+    if isinstance(cap, int):
+        return cap * sources
+    named = sum(cap.by_source.values())
+    return named + (cap.default or 0) * max(0, sources - len(cap.by_source))
 
 
 def _sources_in(timings: Path | None) -> int:
@@ -59,7 +73,8 @@ def build_plan(args: argparse.Namespace) -> Plan:
     from mr_search_embedded.reads import probed
 
     arms = tuple(build_arms(parse_arms(args.arms), args.attempts, args.turns))
-    for name in ("steps", "baseline_steps", "batch", "group", "max_questions"):
+    args.max_questions = parse_max_questions(args.max_questions)
+    for name in ("steps", "baseline_steps", "batch", "group"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')}={getattr(args, name)}: give a whole number >= 1")
     questions = _questions(args.test, args.max_questions)
@@ -74,7 +89,7 @@ def build_plan(args: argparse.Namespace) -> Plan:
         except (FileNotFoundError, ValueError) as err:
             note = str(err)
     if timings is not None:
-        estimate = questions if questions is not None else args.max_questions * _sources_in(args.timings)
+        estimate = questions if questions is not None else _estimate(args.max_questions, _sources_in(args.timings))
         wall = plan_wall_time(
             arms, len(args.seeds), first, estimate, timings, 60.0 * args.aim_minutes, bool(args.overlap)
         )

@@ -1,0 +1,220 @@
+"""A resume shown inside one launch: after the last step, the trainer reloads its saved state through verl's own
+resume path and trains on (``mr_search.trainer.resume_steps``; ``scripts/gpu_check.sh`` sets it to 1).
+
+A restart pays the whole start-up again (Ray, the FSDP workers, the rollout engine: minutes on a GPU node) to run
+the one function a resume needs, verl's ``_load_checkpoint``, which reads ``trainer.default_local_dir`` and loads the
+step counter, the actor's model and optimizer and the dataloader position into the live worker group. This module
+runs that function in the same launch, after first rewinding the worker group to the checkpoint before the last one,
+so that every part of the state visibly changes when the resume loads it:
+
+1. after step N (checkpoints N-1 and N on disk) the dataloader's state is kept in memory;
+2. rewind: ``_load_checkpoint`` from checkpoint N-1; the actor's state is saved to a scratch folder;
+3. resume: ``_load_checkpoint`` as configured (``trainer.resume_mode=auto``: the latest checkpoint, N, as a restart
+   finds it), the dataloader's iterator dropped as a new process has none, the actor saved to scratch again, the
+   weights synced to the rollout engine as at start-up;
+4. ``resume_check.json`` in the checkpoint folder records the step counter after each load, digests of the model
+   and optimizer state of both scratch saves against checkpoints N-1 and N, and digests of the dataloader's state;
+   then the trainer runs ``steps`` more steps, logged to a metrics file of their own (verl's file logger truncates
+   its file when a logger is made; a new name keeps the first part's lines, as a second launch does).
+
+``mr_search.run_checks`` reads the record and the metrics: the resume passes when the counter reads N-1 then N, the
+state after each load equals that checkpoint's (and the two differ), the dataloader's state after the resume equals
+the one at the end of step N, the next step logged is N+1, and its questions are none of steps 1..N's.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+import os
+import shutil
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Final
+
+RECORD_NAME: Final = "resume_check.json"
+SCRATCH_NAME: Final = "resume_check_scratch"
+PARTS: Final = ("model", "optim")  # verl's FSDP checkpoint files: {part}_world_size_{w}_rank_{r}.pt
+
+
+@dataclass(frozen=True)
+class ResumeRecord:
+    """What the resume inside one launch saw (``resume_check.json``)."""
+
+    saved_step: int
+    rewound_to: int
+    steps_after_rewind: int
+    steps_after_resume: int
+    rewound_state: dict[str, str]  # part -> digest of the actor saved right after the rewind
+    resumed_state: dict[str, str]  # part -> digest of the actor saved right after the resume
+    checkpoint_state: dict[str, dict[str, str]]  # "N-1" / "N" -> part -> digest of that checkpoint on disk
+    loader_at_end: str  # digest of the dataloader's state after step N (in memory)
+    loader_after_rewind: str
+    loader_after_resume: str
+    samples_after_rewind: int
+    samples_after_resume: int
+    continued_steps: int
+
+
+def _feed(digest: Any, value: Any) -> None:
+    """Feeds a nested state (dicts, lists, tensors, DTensors, numbers) into ``digest``, key order independent."""
+    import torch
+
+    if isinstance(value, Mapping):
+        for key in sorted(value, key=str):
+            digest.update(f"<{key}>".encode())
+            _feed(digest, value[key])
+    elif isinstance(value, list | tuple):
+        digest.update(b"[")
+        for item in value:
+            _feed(digest, item)
+        digest.update(b"]")
+    elif isinstance(value, torch.Tensor):
+        local = value.to_local() if hasattr(value, "to_local") else value
+        local = local.detach().cpu().contiguous()
+        digest.update(f"{local.dtype}{tuple(local.shape)}".encode())
+        digest.update(local.reshape(-1).view(torch.uint8).numpy().tobytes())
+    else:
+        digest.update(repr(value).encode())
+
+
+def state_digest(value: Any) -> str:
+    """A short digest of a nested state: equal states give equal digests."""
+    digest = hashlib.sha256()
+    _feed(digest, value)
+    return digest.hexdigest()[:16]
+
+
+def actor_digests(actor_dir: Path) -> dict[str, str]:
+    """Digests of the model and optimizer shards of one saved actor (all ranks, in order).
+
+    Raises:
+        FileNotFoundError: the folder holds no shard of a part.
+    """
+    import torch
+
+    digests = {}
+    for part in PARTS:
+        shards = sorted(actor_dir.glob(f"{part}_world_size_*_rank_*.pt"))
+        if not shards:
+            raise FileNotFoundError(f"no {part} shard in {actor_dir}")
+        digests[part] = state_digest([torch.load(s, map_location="cpu", weights_only=False) for s in shards])
+    return digests
+
+
+def _samples(loader_state: Mapping[str, Any]) -> int:
+    """Samples the dataloader has handed out (torchdata's StatefulDataLoader state)."""
+    inner = loader_state.get("_sampler_iter_state") or {}
+    return int(inner.get("samples_yielded", -1)) if isinstance(inner, Mapping) else -1
+
+
+def _load(trainer: Any, mode: str, path: str | None = None) -> int:
+    """verl's resume path with ``trainer.resume_mode`` (and ``resume_from_path``) set for this one call."""
+    from omegaconf import open_dict
+
+    cfg = trainer.config.trainer
+    before = (cfg.resume_mode, cfg.get("resume_from_path"))
+    with open_dict(cfg):
+        cfg.resume_mode, cfg.resume_from_path = mode, path
+    try:
+        trainer._load_checkpoint()
+    finally:
+        with open_dict(cfg):
+            cfg.resume_mode, cfg.resume_from_path = before
+    trainer.train_dataloader_it = None  # a new process has no iterator: the next batch comes from the loaded state
+    return int(trainer.global_steps)
+
+
+def _save_actor(trainer: Any, folder: Path) -> dict[str, str]:
+    shutil.rmtree(folder, ignore_errors=True)
+    trainer.actor_rollout_wg.save_checkpoint(str(folder / "actor"), None, int(trainer.global_steps), None)
+    try:
+        return actor_digests(folder / "actor")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def rewind_and_resume(trainer: Any) -> ResumeRecord:
+    """Steps 1-3 of the module's description on a trainer that has just finished ``fit`` (no steps trained here).
+
+    Raises:
+        RuntimeError: the checkpoints the rewind needs are missing (naming the settings that keep them).
+    """
+    ckpt_dir = Path(trainer.config.trainer.default_local_dir)
+    latest = ckpt_dir / "latest_checkpointed_iteration.txt"
+    saved = int(latest.read_text().strip()) if latest.exists() else 0
+    previous = ckpt_dir / f"global_step_{saved - 1}"
+    if saved < 2 or not (previous / "actor").is_dir() or not (ckpt_dir / f"global_step_{saved}" / "actor").is_dir():
+        raise RuntimeError(
+            f"mr_search.trainer.resume_steps needs the last two checkpoints in {ckpt_dir} (found latest={saved}); "
+            "train >= 2 steps with trainer.save_freq=1 and trainer.max_actor_ckpt_to_keep >= 2 (or null)"
+        )
+    at_end = copy.deepcopy(trainer.train_dataloader.state_dict())
+    trainer.checkpoint_manager.sleep_replicas()  # as at start-up: the engine holds no weights while the actor loads
+
+    rewound = _load(trainer, "resume_path", str(previous))
+    loader_rewound = trainer.train_dataloader.state_dict()
+    rewound_state = _save_actor(trainer, ckpt_dir / SCRATCH_NAME)
+    mode = str(trainer.config.trainer.resume_mode)
+    resumed = _load(trainer, mode, None) if mode == "auto" else _load(trainer, "resume_path", str(latest.parent))
+    loader_resumed = trainer.train_dataloader.state_dict()
+    resumed_state = _save_actor(trainer, ckpt_dir / SCRATCH_NAME)
+    trainer.checkpoint_manager.update_weights(trainer.global_steps)  # as verl's sync trainer does after a load
+
+    return ResumeRecord(
+        saved_step=saved,
+        rewound_to=saved - 1,
+        steps_after_rewind=rewound,
+        steps_after_resume=resumed,
+        rewound_state=rewound_state,
+        resumed_state=resumed_state,
+        checkpoint_state={
+            "N-1": actor_digests(previous / "actor"),
+            "N": actor_digests(ckpt_dir / f"global_step_{saved}" / "actor"),
+        },
+        loader_at_end=state_digest(at_end),
+        loader_after_rewind=state_digest(loader_rewound),
+        loader_after_resume=state_digest(loader_resumed),
+        samples_after_rewind=_samples(loader_rewound),
+        samples_after_resume=_samples(loader_resumed),
+        continued_steps=0,
+    )
+
+
+def write_record(record: ResumeRecord, ckpt_dir: Path) -> Path:
+    path = ckpt_dir / RECORD_NAME
+    path.write_text(json.dumps(asdict(record), indent=1) + "\n", encoding="utf-8")
+    return path
+
+
+def read_record(ckpt_dir: Path) -> ResumeRecord | None:
+    """The record of a run that resumed inside its launch; None for any other run."""
+    path = ckpt_dir / RECORD_NAME
+    return ResumeRecord(**json.loads(path.read_text())) if path.exists() else None
+
+
+def continued_metrics_path(path: str | None) -> str | None:
+    """The metrics file of the steps after the resume: ``<launch>.jsonl`` -> ``<launch>.resumed.jsonl`` (sorted after
+    it, so ``metrics/*.jsonl`` reads in order); None when verl's file logger has no path set."""
+    if not path:
+        return None
+    stem, ext = os.path.splitext(path)
+    return f"{stem}.resumed{ext or '.jsonl'}"
+
+
+def resume_and_continue(trainer: Any, fit: Callable[[], None], steps: int) -> ResumeRecord:
+    """Rewinds, resumes, writes the record, then trains ``steps`` more steps with ``fit`` (verl's own loop)."""
+    record = rewind_and_resume(trainer)
+    ckpt_dir = Path(trainer.config.trainer.default_local_dir)
+    write_record(record, ckpt_dir)
+    continued = continued_metrics_path(os.environ.get("VERL_FILE_LOGGER_PATH"))
+    if continued:
+        os.environ["VERL_FILE_LOGGER_PATH"] = continued
+    trainer.total_training_steps = trainer.global_steps + steps
+    trainer._init_dump_executor()  # fit shut it down at its last step
+    fit()
+    record = ResumeRecord(**{**asdict(record), "continued_steps": steps})
+    write_record(record, ckpt_dir)
+    return record
