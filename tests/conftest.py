@@ -31,6 +31,24 @@ def _call_together(call: Callable[[], Any], times: int = 2, timeout: float = 120
     return results
 
 
+def _module_fixture_users(item: pytest.Item) -> bool:
+    """Whether ``item`` uses a module-scoped fixture (directly or through another fixture)."""
+    info = getattr(item, "_fixtureinfo", None)
+    if info is None:
+        return False
+    return any(defs and defs[-1].scope == "module" for defs in info.name2fixturedefs.values())
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook turns xdist_group marks into scopes
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Under ``--dist loadgroup`` each test is its own unit of work, so the tests of one module that share a
+    module-scoped fixture (a model loaded, a service launched, an index built) could land on both workers and build it
+    twice. Such tests get one ``xdist_group`` per module; a test that names a group of its own keeps it."""
+    for item in items:
+        if item.get_closest_marker("xdist_group") is None and _module_fixture_users(item):
+            item.add_marker(pytest.mark.xdist_group(f"module:{item.nodeid.split('::')[0]}"))
+
+
 @pytest.fixture
 def call_together() -> Callable[..., list[Any]]:
     """``call_together(call, times=2, timeout=120)``: ``call()`` in several threads at once; their results."""
