@@ -2,11 +2,60 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 import torch
+
+# What `import verl` registers, seen by a fresh interpreter as Ray's workers see it: nothing of ours imported by hand,
+# verl's entry-point discovery must do it. One interpreter for the tests that read it (each start imports verl and
+# torch, seconds of CPU); each fact is taken at the point of the imports where its test needs it.
+FRESH_VERL_PROBE = """
+import json, sys
+import verl
+state = {"agent_loop_imported_by_verl": "verl.experimental.agent_loop.agent_loop" in sys.modules}
+from verl.trainer.ppo import core_algos
+state["estimator"] = "mr_search" in core_algos.ADV_ESTIMATOR_REGISTRY
+state["trainer_imported_by_plugin"] = "mr_search.trainer.attempt_trainer" in sys.modules
+from verl.experimental.agent_loop import agent_loop
+from verl.plugin.platform.platform_manager import PlatformRegistry
+from verl.workers.rollout.base import _ROLLOUT_REGISTRY
+from verl.workers.rollout.replica import RolloutReplicaRegistry
+from verl.trainer.ppo.v1 import trainer_base
+state["registries"] = {
+    "estimators": sorted(core_algos.ADV_ESTIMATOR_REGISTRY),
+    "agent_loops": sorted(agent_loop._agent_loop_registry),
+    "platforms": sorted(PlatformRegistry._platforms),
+    "rollouts": sorted(f"{name}/{mode}" for name, mode in _ROLLOUT_REGISTRY),
+    "replicas": sorted(RolloutReplicaRegistry._registry),
+    "trainers": sorted(trainer_base.TRAINER_REGISTRY),
+}
+state["agent_loop_target"] = agent_loop._agent_loop_registry["mr_search"]["_target_"]
+from verl.trainer.ppo.v1 import get_trainer_cls
+trainer = get_trainer_cls("mr_search")
+from mr_search import plugin
+plugin._done = False
+plugin.register()  # a retried plugin import must not raise "already registered"
+state["trainer"] = trainer.__module__ + "." + trainer.__qualname__
+state["sync_subclass"] = [c.__name__ for c in trainer.__mro__][1]
+print(json.dumps(state))
+"""
+
+
+@pytest.fixture(scope="session")
+def fresh_verl() -> dict[str, Any]:
+    """``FRESH_VERL_PROBE``'s findings (one fresh interpreter per worker that asks; its tests share an xdist group)."""
+    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "auto"}
+    done = subprocess.run(
+        [sys.executable, "-c", FRESH_VERL_PROBE], capture_output=True, text=True, env=env, timeout=300
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 class ForcedTokens(torch.nn.Module):

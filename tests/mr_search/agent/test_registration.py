@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from types import SimpleNamespace
 from typing import Any
 
 import hydra
+import pytest
 from verl.experimental.agent_loop.agent_loop import DictConfigWrap, ToolListWrap, _agent_loop_registry
 from verl.utils.dataset.rl_dataset import RLHFDataset
 
@@ -39,15 +37,8 @@ def test_register_is_idempotent_and_worker_instantiation_works(kit: SimpleNamesp
     assert built.episode.attempts == 3 and built.episode.topk == 3
 
 
-def test_plugin_registers_on_import_verl_in_a_fresh_process() -> None:
+@pytest.mark.xdist_group("fresh_verl")
+def test_plugin_registers_on_import_verl_in_a_fresh_process(fresh_verl: dict[str, Any]) -> None:
     """What a Ray agent-loop worker does: ``import verl`` (entry point), then verl's agent-loop module."""
-    code = (
-        "import sys, verl\n"
-        "assert 'verl.experimental.agent_loop.agent_loop' not in sys.modules, 'import verl got heavier'\n"
-        "from verl.experimental.agent_loop.agent_loop import _agent_loop_registry as r\n"
-        "print(r['mr_search']['_target_'])\n"
-    )
-    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "auto"}
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=300)
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip().splitlines()[-1] == "mr_search.agent.loop.MRSearchAgentLoop"
+    assert not fresh_verl["agent_loop_imported_by_verl"], "import verl got heavier"
+    assert fresh_verl["agent_loop_target"] == "mr_search.agent.loop.MRSearchAgentLoop"
