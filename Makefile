@@ -32,8 +32,8 @@ $(STAMP): pyproject.toml retrieval/pyproject.toml examples/embedded_world/pyproj
 quickstart: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" PRESET=embedded bash train_grpo_step.sh
 
-# On a GPU node, in the environment that has verl and vLLM (ROLLOUT_ENGINE=sglang for SGLang): two real steps, a resume,
-# then the checks of a GPU run as a table.
+# On a GPU node, in the environment that has verl and SGLang (ROLLOUT_ENGINE=vllm for vLLM): two real steps, a resume
+# inside the launch and a third step, then the checks of a GPU run as a table.
 gpu-check:
 	bash scripts/gpu_check.sh
 

@@ -2,7 +2,8 @@
 # Proves the GPU path on this node: two real MR-Search training steps with your rollout engine on the embedded world,
 # a resume from the saved state and one more step, then the checks of a run as a table (mr_search/run_checks.py):
 #
-#   bash scripts/gpu_check.sh                       # vLLM on one GPU (make gpu-check)
+#   bash scripts/gpu_check.sh                       # SGLang on one GPU (make gpu-check)
+#   ROLLOUT_ENGINE=vllm bash scripts/gpu_check.sh   # vLLM
 #   ROLLOUT_ENGINE=sglang N_GPUS_PER_NODE=2 TOTAL_STEPS=4 bash scripts/gpu_check.sh
 #   RESUME=restart bash scripts/gpu_check.sh        # the resume as a second launch (a new process) instead
 #
@@ -11,7 +12,8 @@
 # (mr_search.trainer.resume_steps=1, mr_search/trainer/resume_check.py); the checks compare the step counter, the
 # weights, the optimizer and the dataloader position with the checkpoints. A second launch would pay Ray, the
 # workers and the engine's start again (minutes) for the same load. Its wall time and phases: docs/gpu.md (SGLang on
-# one H200; vLLM, the default here, not measured in one launch).
+# one H200; vLLM not measured in one launch). SGLang is the default: the paper's engine, the paper preset's default
+# and the engine of the project's offline set.
 #
 # The embedded world's BM25 service is started on a free port unless RETRIEVER_URL names one: two checks side by side
 # on one host (CUDA_VISIBLE_DEVICES=0 and =1) do not collide (ports and run folders of their own, cache builds under a
@@ -26,7 +28,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python}"
-ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-vllm}"      # vllm | sglang (hf: the transformers rollout, one GPU); docs/gpu.md
+ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-sglang}"    # sglang | vllm (hf: the transformers rollout, one GPU); docs/gpu.md
                                               # says which ran where (both on H100s: vLLM on 1, 2, 4 GPUs, SGLang on 1, 2)
 N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-1}"
 if [[ -n "${STEPS:-}" ]]; then  # the training script's name for this knob is TOTAL_STEPS: one name across the scripts

@@ -221,3 +221,14 @@ def test_sglang_s_first_use_kernels_are_built_in_the_background(tmp_path: Path, 
     else:
         assert not lines
     assert not (tmp_path / "run").exists()
+
+
+def test_the_default_engine_is_sglang(tmp_path: Path) -> None:
+    """`make gpu-check` with nothing set checks SGLang: the paper's engine, the paper preset's default and the engine
+    of the offline set (its wall time in docs/gpu.md is SGLang's)."""
+    env = _dry_env(RUN_DIR=str(tmp_path / "run"))
+    env.pop("ROLLOUT_ENGINE", None)
+    run = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stdout + run.stderr
+    (command,) = _launches(run.stdout)
+    assert _value(command, "actor_rollout_ref.rollout.name") == "sglang"
