@@ -161,11 +161,10 @@ def test_the_checks_settings_are_verls_own_keys(tmp_path: Path, compose_command)
         ["bash", str(SCRIPT)], env=_dry_env(RUN_DIR=str(tmp_path / "run")), capture_output=True, text=True, timeout=120
     )
     assert run.returncode == 0, run.stdout + run.stderr
-    rollout = compose_command(_launches(run.stdout)[0])["actor_rollout_ref"]["rollout"]
+    config = compose_command(_launches(run.stdout)[0])
+    rollout, actor = config["actor_rollout_ref"]["rollout"], config["actor_rollout_ref"]["actor"]
     assert rollout["enforce_eager"] is True and rollout["gpu_memory_utilization"] == 0.15
-    actor = yaml.safe_load(printed.stdout[printed.stdout.index("actor_rollout_ref:") :])["actor_rollout_ref"]["actor"]
     assert actor["fsdp_config"]["use_torch_compile"] is False, "the key verl's FSDP engine reads (entropy compile)"
-    config = yaml.safe_load(printed.stdout[printed.stdout.index("mr_search:") :])
     assert config["mr_search"]["trainer"]["resume_steps"] == 1
 
 
