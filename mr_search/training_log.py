@@ -22,6 +22,8 @@ from pathlib import Path
 from typing import Any, Final
 
 RESPONSE_LENGTH: Final = "response_length/mean"
+PROMPT_LENGTH: Final = "prompt_length/mean"
+TOTAL_TOKENS: Final = "perf/total_num_tokens"  # prompt + response tokens of every row of the step
 K1_REWARD: Final = "critic/rewards/mean"
 STEP_TIME: Final = "timing_s/step"
 ATTEMPT_REWARD_RE: Final = re.compile(r"mr_search/attempt_(\d+)/reward_mean")
@@ -41,13 +43,15 @@ class StepRecord:
     seconds: float | None
 
 
-def read_metrics(run_dir: Path) -> dict[int, Mapping[str, Any]]:
-    """``{step: data}`` over every launch of ``run_dir`` (a later launch wins a repeated step)."""
+def read_launches(run_dir: Path) -> list[dict[int, Mapping[str, Any]]]:
+    """``{step: data}`` of each launch of ``run_dir``, in launch order (one metrics file per launch, named by its
+    start time; a repeated step within one file: the later line wins)."""
     files = sorted((Path(run_dir) / "metrics").glob("*.jsonl"))
     if not files:
         raise FileNotFoundError(f"{run_dir}/metrics/*.jsonl: no metrics; is this a train_grpo_step.sh run folder?")
-    steps: dict[int, Mapping[str, Any]] = {}
+    launches: list[dict[int, Mapping[str, Any]]] = []
     for path in files:
+        steps: dict[int, Mapping[str, Any]] = {}
         for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
             if not line.strip():
                 continue
@@ -56,7 +60,36 @@ def read_metrics(run_dir: Path) -> dict[int, Mapping[str, Any]]:
                 steps[int(row["step"])] = row["data"]
             except (ValueError, KeyError, TypeError) as err:
                 raise ValueError(f"{path}:{number}: not a verl metrics line ({err})") from err
+        launches.append(steps)
+    return launches
+
+
+def read_metrics(run_dir: Path) -> dict[int, Mapping[str, Any]]:
+    """``{step: data}`` over every launch of ``run_dir`` (a later launch wins a repeated step)."""
+    steps: dict[int, Mapping[str, Any]] = {}
+    for launch in read_launches(run_dir):
+        steps.update(launch)
     return steps
+
+
+def logged_rows(step: int, data: Mapping[str, Any]) -> int:
+    """The rows (questions x trajectories per question) of one logged step, from verl's own figures: its token
+    count (``perf/total_num_tokens``, prompt and response of every row) over the mean prompt and response lengths.
+
+    Raises:
+        ValueError: a figure missing, or a count that is not a whole number of rows.
+    """
+    missing = [key for key in (TOTAL_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH) if key not in data]
+    if missing:
+        raise ValueError(f"step {step}: {missing} not logged, so its rows are unknown; give the rows by hand")
+    per_row = float(data[PROMPT_LENGTH]) + float(data[RESPONSE_LENGTH])
+    rows = float(data[TOTAL_TOKENS]) / per_row if per_row > 0 else 0.0
+    if rows < 0.5 or abs(rows - round(rows)) > 1e-3 * rows:
+        raise ValueError(
+            f"step {step}: {TOTAL_TOKENS} / ({PROMPT_LENGTH} + {RESPONSE_LENGTH}) = {rows:.4f} is not a whole "
+            "number of rows; give the rows by hand (train_batch_size x rollout.n)"
+        )
+    return round(rows)
 
 
 def step_record(step: int, data: Mapping[str, Any], rows: int) -> StepRecord:

@@ -32,13 +32,11 @@ case "${1:-}" in
     PYTHON="${PYTHON:-python3}"
     work="$(mktemp -d)"
     trap 'rm -rf "$work"' EXIT
-    platforms=()
-    for p in manylinux_2_34 manylinux_2_28 manylinux_2_27 manylinux_2_26 manylinux_2_24 manylinux_2_17 manylinux2014 \
-      manylinux_2_5 manylinux1 linux; do platforms+=(--platform "${p}_x86_64"); done
+    source "$ROOT/scripts/gpu/platforms.sh"   # the wheelhouse's platforms: every wheel it downloads installs
     mapfile -t wheels < <(find "$wheelhouse" -maxdepth 1 -name '*.whl' ! -name 'mr_search-*' | sort)
     ((${#wheels[@]})) || die "no wheels in $wheelhouse"
     "$PYTHON" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$work/site" \
-      --python-version 3.12 --implementation cp --only-binary=:all: "${platforms[@]}" "${wheels[@]}"
+      --python-version 3.12 --implementation cp --only-binary=:all: "${NODE_PLATFORM_ARGS[@]}" "${wheels[@]}"
     if [[ "${TRIM_FA3:-0}" == 1 ]]; then
       rm -f "$work/site/sgl_kernel/flash_ops.abi3.so"
       echo "offline_site.sh: left out sgl_kernel/flash_ops.abi3.so (FlashAttention-3; not used with triton attention)"

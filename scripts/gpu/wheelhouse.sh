@@ -29,14 +29,12 @@ project="$ROOT/requirements/offline-project.txt"
   exit 2
 }
 mkdir -p "$OUT"
-platforms=()
-for tag in manylinux1 manylinux2014 manylinux_2_17 manylinux_2_24 manylinux_2_27 manylinux_2_28 manylinux_2_31 \
-  manylinux_2_34 manylinux_2_35; do platforms+=(--platform "${tag}_x86_64"); done
+source "$ROOT/scripts/gpu/platforms.sh"   # NODE_PLATFORM_ARGS: the nodes' wheel platforms, as pack installs them
 # antlr4-python3-runtime 4.9.3 (omegaconf's parser) exists only as a source archive: built once into a wheel here.
 grep -v '^antlr4-python3-runtime' "$requirements" >"$OUT/.binary-requirements.txt"
 echo "setuptools>=70.1" >>"$OUT/.binary-requirements.txt"   # for an editable install on the node
 "$PYTHON" -m pip download --no-deps --only-binary=:all: --implementation cp --python-version "$PYTHON_VERSION" \
-  "${platforms[@]}" -d "$OUT" -r "$OUT/.binary-requirements.txt"
+  "${NODE_PLATFORM_ARGS[@]}" -d "$OUT" -r "$OUT/.binary-requirements.txt"
 "$PYTHON" -m pip wheel --no-deps -w "$OUT" "$(grep '^antlr4-python3-runtime' "$requirements")"
 # The project's wheels: one folder a line of offline-project.txt ("<name>  # from <folder>").
 mapfile -t folders < <(sed -n 's/^[a-z][a-z0-9-]*[[:space:]]*# from \(.*\)$/\1/p' "$project")

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import tarfile
+import zipfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,3 +83,53 @@ def test_compile_without_a_site_names_the_install(tmp_path: Path) -> None:
     run = _script("compile", tmp_path / "none")
     assert run.returncode == 1
     assert "does not exist; run install PIECES_DIR" in run.stderr
+
+
+def _wheel(folder: Path, name: str, tag: str) -> Path:
+    """A one-module binary wheel of ``name`` with platform ``tag``, written by hand (zip, METADATA, WHEEL, RECORD)."""
+    path = folder / f"{name}-1.0-cp312-cp312-{tag}.whl"
+    info = f"{name}-1.0.dist-info"
+    files = {
+        f"{name}/__init__.py": "WIDTH = 3\n",
+        f"{info}/METADATA": f"Metadata-Version: 2.1\nName: {name}\nVersion: 1.0\n",
+        f"{info}/WHEEL": f"Wheel-Version: 1.0\nGenerator: hand\nRoot-Is-Purelib: false\nTag: cp312-cp312-{tag}\n",
+    }
+    files[f"{info}/RECORD"] = "".join(f"{name},,\n" for name in files) + f"{info}/RECORD,,\n"
+    folder.mkdir(parents=True, exist_ok=True)
+    with zipfile.ZipFile(path, "w") as archive:
+        for member, text in files.items():
+            archive.writestr(member, text)
+    return path
+
+
+def _packed_names(pieces: Path) -> set[str]:
+    joined = b"".join(part.read_bytes() for part in sorted(pieces.glob("site.part*")))
+    with tarfile.open(fileobj=io.BytesIO(joined), mode="r:gz") as tar:
+        return set(tar.getnames())
+
+
+def test_pack_installs_every_platform_the_wheelhouse_downloads(tmp_path: Path) -> None:
+    # vLLM's set holds llguidance as a manylinux_2_31 wheel, which pack's own, shorter platform list refused
+    # ("is not a supported wheel on this platform"); both scripts now read scripts/gpu/platforms.sh.
+    wheelhouse = tmp_path / "wheelhouse"
+    _wheel(wheelhouse, "grammar", "manylinux_2_31_x86_64")
+    _wheel(wheelhouse, "newest", "manylinux_2_35_x86_64")
+    run = _script("pack", wheelhouse, tmp_path / "pieces")
+    assert run.returncode == 0, run.stdout + run.stderr
+    names = _packed_names(tmp_path / "pieces")
+    assert {"site/grammar/__init__.py", "site/newest/__init__.py"} <= names
+    assert "2 wheels -> 1 pieces" in run.stdout
+
+
+def test_wheelhouse_and_pack_share_one_platform_list() -> None:
+    listing = subprocess.run(
+        ["bash", "-c", f'source {REPO / "scripts/gpu/platforms.sh"}; printf "%s\\n" "${{NODE_PLATFORM_ARGS[@]}}"'],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.split()
+    assert "manylinux_2_31_x86_64" in listing and "manylinux_2_35_x86_64" in listing
+    for script in ("wheelhouse.sh", "offline_site.sh"):
+        text = (REPO / "scripts" / "gpu" / script).read_text()
+        assert 'source "$ROOT/scripts/gpu/platforms.sh"' in text and '"${NODE_PLATFORM_ARGS[@]}"' in text, script
+        assert "--platform" not in text, f"{script} keeps a platform list of its own"
