@@ -78,7 +78,7 @@ fail() {  # cause, fix
 case "$ROLLOUT_ENGINE" in
   sglang|vllm) [[ "$DRY_RUN" == 1 ]] || has_module "$ROLLOUT_ENGINE" \
     || fail "the $ROLLOUT_ENGINE package is not installed in $PYTHON" \
-    "install requirements/gpu-$ROLLOUT_ENGINE.txt (docs/gpu.md: online and offline installs)" ;;
+    "install requirements/gpu-$ROLLOUT_ENGINE.txt (docs/gpu.md: online and offline installs), or check the engine you have: ROLLOUT_ENGINE=$([[ $ROLLOUT_ENGINE == sglang ]] && echo vllm || echo sglang) make gpu-check" ;;
   hf) ;;
   *) fail "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not an engine" "use sglang, vllm or hf" ;;
 esac

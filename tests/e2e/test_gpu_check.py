@@ -48,6 +48,7 @@ def test_a_gpu_node_without_the_engine_is_told_what_to_install(tmp_path: Path) -
     assert run.returncode == 1
     assert "the vllm package is not installed" in run.stdout
     assert "requirements/gpu-vllm.txt" in run.stdout
+    assert "or check the engine you have: ROLLOUT_ENGINE=sglang make gpu-check" in run.stdout
 
 
 # ------------------------------------------------------------------------------------- the launches (dry runs)
