@@ -64,21 +64,25 @@ def tiny_model(tmp_path_factory: pytest.TempPathFactory, embedded: tuple[Path, P
     return ensure_tiny_model(tmp_path_factory.mktemp("tiny"), texts=texts, config=TinyModelConfig(vocab_size=600))
 
 
+def _evaluate(cache: Path, test: Path, out: Path, config: EvalConfig, model: ModelSpec) -> dict[str, Path]:
+    """``evaluate`` of one model over the embedded world's corpus, searched in process (no service)."""
+    return evaluate(
+        [model],
+        test,
+        out,
+        retriever_url="http://127.0.0.1:9/retrieve",
+        config=config,
+        retrieval_client=CorpusRetriever(cache / "world" / "corpus.jsonl"),
+        progress=False,
+    )
+
+
 def test_evaluation_writes_table_json_plot_and_viewer(
     embedded: tuple[Path, Path], tiny_model: Path, tmp_path: Path
 ) -> None:
     cache, test = embedded
-    retriever = CorpusRetriever(cache / "world" / "corpus.jsonl")
     config = EvalConfig(attempts=2, max_questions=2, max_new_tokens_per_turn=12, response_length=768)
-    paths = evaluate(
-        [ModelSpec("untrained", tiny_model)],
-        test,
-        tmp_path,
-        retriever_url="http://127.0.0.1:9/retrieve",
-        config=config,
-        retrieval_client=retriever,
-        progress=False,
-    )
+    paths = _evaluate(cache, test, tmp_path, config, ModelSpec("untrained", tiny_model))
 
     records = [json.loads(line) for line in paths["trajectories.jsonl"].read_text().splitlines()]
     assert len(records) == 4 and {r["data_source"] for r in records} == {"embedded_1hop", "embedded_2hop"}
@@ -106,16 +110,7 @@ def test_greedy_evaluation_is_reproducible(embedded: tuple[Path, Path], tiny_mod
     config = EvalConfig(attempts=2, max_questions=1, max_new_tokens_per_turn=12, response_length=512)
     outs = []
     for name in ("a", "b"):
-        retriever = CorpusRetriever(cache / "world" / "corpus.jsonl")
-        paths = evaluate(
-            [ModelSpec("m", tiny_model)],
-            test,
-            tmp_path / name,
-            retriever_url="http://127.0.0.1:9/x",
-            config=config,
-            retrieval_client=retriever,
-            progress=False,
-        )
+        paths = _evaluate(cache, test, tmp_path / name, config, ModelSpec("m", tiny_model))
         outs.append(paths["trajectories.jsonl"].read_text())
     assert outs[0] == outs[1]
 
@@ -159,15 +154,7 @@ def test_evaluation_takes_counts_per_source(embedded: tuple[Path, Path], tiny_mo
     config = EvalConfig(
         attempts=1, max_questions=QuestionCap(1, {"embedded_2hop": 2}), max_new_tokens_per_turn=12, response_length=256
     )
-    paths = evaluate(
-        [ModelSpec("m", tiny_model)],
-        test,
-        tmp_path,
-        retriever_url="http://127.0.0.1:9/x",
-        config=config,
-        retrieval_client=CorpusRetriever(cache / "world" / "corpus.jsonl"),
-        progress=False,
-    )
+    paths = _evaluate(cache, test, tmp_path, config, ModelSpec("m", tiny_model))
     records = [json.loads(line) for line in paths["trajectories.jsonl"].read_text().splitlines()]
     assert sorted(r["data_source"] for r in records) == ["embedded_1hop", "embedded_2hop", "embedded_2hop"]
     assert json.loads(paths["results.json"].read_text())["meta"]["max questions per source"] == "1,embedded_2hop=2"
