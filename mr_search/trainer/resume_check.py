@@ -158,7 +158,8 @@ def rewind_and_resume(trainer: Any) -> ResumeRecord:
     loader_rewound = trainer.train_dataloader.state_dict()
     rewound_state = _save_actor(trainer, ckpt_dir / SCRATCH_NAME)
     mode = str(trainer.config.trainer.resume_mode)
-    resumed = _load(trainer, mode, None) if mode == "auto" else _load(trainer, "resume_path", str(latest.parent))
+    last = ckpt_dir / f"global_step_{saved}"
+    resumed = _load(trainer, mode, None) if mode == "auto" else _load(trainer, "resume_path", str(last))
     loader_resumed = trainer.train_dataloader.state_dict()
     resumed_state = _save_actor(trainer, ckpt_dir / SCRATCH_NAME)
     trainer.checkpoint_manager.update_weights(trainer.global_steps)  # as verl's sync trainer does after a load
@@ -172,7 +173,7 @@ def rewind_and_resume(trainer: Any) -> ResumeRecord:
         resumed_state=resumed_state,
         checkpoint_state={
             "N-1": actor_digests(previous / "actor"),
-            "N": actor_digests(ckpt_dir / f"global_step_{saved}" / "actor"),
+            "N": actor_digests(last / "actor"),
         },
         loader_at_end=state_digest(at_end),
         loader_after_rewind=state_digest(loader_rewound),

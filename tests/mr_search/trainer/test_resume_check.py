@@ -142,6 +142,17 @@ def test_the_resume_loads_the_saved_state_and_the_check_passes(tmp_path: Path, m
     assert "repeats 1 of the earlier steps' 4 questions" in check_resumed_state(tmp_path).seen
 
 
+def test_a_run_not_set_to_auto_resumes_from_the_last_step_folder(tmp_path: Path) -> None:
+    # verl's resume_path mode takes a global_step_N folder, not the checkpoint root.
+    actor = FakeActor()
+    trainer = _trainer(tmp_path, actor)
+    trainer.config.trainer.resume_mode = "resume_path"
+    trainer.config.trainer.resume_from_path = str(tmp_path / "checkpoints" / "global_step_2")
+    record = resume_and_continue(trainer, lambda: None, 1)
+    assert (record.steps_after_rewind, record.steps_after_resume) == (1, 2)
+    assert record.resumed_state == record.checkpoint_state["N"] != record.rewound_state
+
+
 def test_a_load_that_does_nothing_fails_the_check(tmp_path: Path) -> None:
     trainer = _trainer(tmp_path, FakeActor(loads=False))
     resume_and_continue(trainer, lambda: None, 1)
