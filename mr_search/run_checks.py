@@ -25,7 +25,7 @@ from mr_search.agent.trace import read_traces
 from mr_search.diagnosis import diagnose
 from mr_search.token_decoder import load_decoder
 from mr_search.trainer.resume_check import ResumeRecord, read_record
-from mr_search.training_log import read_metrics
+from mr_search.training_log import read_launches, read_metrics
 
 # The e2e test's bounds on CPU (tests/e2e/test_train_script.py); an engine in bf16 must meet them too.
 MAX_K3_KL: Final = 0.01
@@ -118,12 +118,11 @@ def check_attempts(steps: Mapping[int, Mapping[str, Any]], attempts: int) -> Che
 
 def _launch_steps(run_dir: Path) -> list[list[int]]:
     """The steps each launch (or the part after a resume inside one) logged, in order: one list a metrics file."""
-    launches = []
-    for path in sorted((run_dir / "metrics").glob("*.jsonl")):
-        steps = [int(json.loads(line)["step"]) for line in path.read_text().splitlines() if line.strip()]
-        if steps:
-            launches.append(steps)
-    return launches
+    try:
+        launches = read_launches(run_dir)
+    except FileNotFoundError:  # no metrics at all: no launch to compare
+        return []
+    return [sorted(steps) for steps in launches if steps]
 
 
 def check_resume(run_dir: Path) -> Check | None:
