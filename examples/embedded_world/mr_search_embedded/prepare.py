@@ -4,7 +4,8 @@ prints the paths asked for, one a line, in the order asked.
 WHAT: ``corpus`` (the world's passages, JSON lines), ``train``, ``dev`` and ``test`` (verl parquet: train on
 ``train``, choose on ``dev``, evaluate once on ``test``; ``world/world.py`` says which is which), ``dense-index`` and
 ``bm25-index`` (the retrieval service's indexes of the corpus), ``policy`` (the warm-started tiny policy; the first
-build takes a few minutes), ``all`` (every one, in that order). The product's launchers call this for their
+build takes a few minutes; ``$MR_SEARCH_WARMSTART_SCALE`` trains a share of its steps, ``warmstart/scale.py``),
+``all`` (every one, in that order). The product's launchers call this for their
 embedded defaults, so neither the plugin nor the retrieval service imports the world. ``$MR_SEARCH_WORLD`` picks the
 world (``default``, ``namesake`` or ``threehop``), ``$MR_SEARCH_CACHE`` the cache folder.
 """
@@ -45,11 +46,13 @@ def _index(retriever: str) -> Callable[[], Path]:
 
 def policy() -> Path:
     from mr_search_embedded.tiny_model import ensure_tiny_model, policy_shape
+    from mr_search_embedded.warmstart.scale import scaled, warmstart_scale
     from mr_search_embedded.warmstart.train import ensure_warmstart, warmstart_config
     from mr_search_embedded.world.variant import world_variant
 
+    config = scaled(warmstart_config(False, world_variant()), warmstart_scale())
     base = ensure_tiny_model(config=policy_shape("tiny"))
-    return ensure_warmstart(base_model=base, config=warmstart_config(False, world_variant()))
+    return ensure_warmstart(base_model=base, config=config)
 
 
 PIECES: Final[dict[str, Callable[[], Path]]] = {
