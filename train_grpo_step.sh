@@ -106,6 +106,9 @@ PY
 
 # shellcheck source=scripts/lib/gpu.sh
 source "$ROOT/scripts/lib/gpu.sh"
+# shellcheck source=scripts/lib/overrides.sh
+source "$ROOT/scripts/lib/overrides.sh"
+cli_overrides=("$@")  # the Hydra overrides given on the command line, passed to verl after the script's own
 
 if [[ "$PRESET" == auto ]]; then
   # Without a GPU only the embedded sizes can run; MODEL_PATH / TRAIN_FILE / VAL_FILE then replace its defaults.
@@ -289,13 +292,17 @@ elif [[ "$ROLLOUT_ENGINE" != cpu ]]; then
     [[ "$ENFORCE_EAGER" != True ]] \
       || overrides+=("++actor_rollout_ref.rollout.engine_kwargs.sglang.disable_piecewise_cuda_graph=True")
     if [[ "$SGLANG_MEMORY_SAVER" == auto ]]; then
-      # The policy's size, the engine's share and one card's memory decide (docs/gpu.md, "SGLang's memory saver").
-      fit_util="${GPU_MEMORY_UTILIZATION:-$(preset_value actor_rollout_ref.rollout.gpu_memory_utilization)}"
-      fit_gpus="${N_GPUS_PER_NODE:-$(preset_value trainer.n_gpus_per_node)}"
-      fit_micro="$(preset_value actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu)"
-      fit_prompt="$(preset_value data.max_prompt_length)" fit_response="$(preset_value data.max_response_length)"
+      # The policy's size, the engine's share and one card's memory decide (docs/gpu.md, "SGLang's memory saver"):
+      # each input as the run will have it: a Hydra override on the command line (verl reads those last), else this
+      # script's knob, else the preset's value.
+      fit() { override_value "$1" "${overrides[@]}" "${cli_overrides[@]}" || { [[ -n "$2" ]] && echo "$2"; } \
+        || preset_value "$1"; }
+      fit_util="$(fit actor_rollout_ref.rollout.gpu_memory_utilization "${GPU_MEMORY_UTILIZATION:-}")"
+      fit_gpus="$(fit trainer.n_gpus_per_node "${N_GPUS_PER_NODE:-}")"
+      fit_micro="$(fit actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu "")"
+      fit_prompt="$(fit data.max_prompt_length "")" fit_response="$(fit data.max_response_length "")"
       fit_card="$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1 || true)"
-      fit_model="${MODEL_PATH:-$(preset_value actor_rollout_ref.model.path)}"
+      fit_model="$(fit actor_rollout_ref.model.path "${MODEL_PATH:-}")"
       [[ "$DRY_RUN" == 1 ]] && fit_model=""  # a dry run reads no model
       fit_out="$("$PYTHON" -m mr_search.gpu_fit --model "$fit_model" --gpus "$((NNODES * ${fit_gpus:-1}))" \
         --utilization "${fit_util:-0.6}" --card-mib "$fit_card" --micro-batch "${fit_micro:-0}" \

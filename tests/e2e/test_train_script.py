@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -215,6 +216,33 @@ def test_sglang_memory_saver_knob(run_script, tmp_path, saver, off):
     assert ("SGLANG_MEMORY_SAVER=auto -> 1, " in run.output) == (saver == "auto")
     bad = run_script(tmp_path / "run", DRY_RUN="1", PRESET="paper", ROLLOUT_ENGINE="sglang", SGLANG_MEMORY_SAVER="2")
     assert bad.returncode != 0 and "use auto, 0 or 1" in bad.output
+
+
+def test_the_saver_choice_sizes_the_update_from_command_line_overrides(run_script, tmp_path):
+    """SGLANG_MEMORY_SAVER=auto estimates the update from what the run will use: a Hydra override of the micro-batch
+    or the lengths on the command line (verl reads those last), the preset's value only when none is given. A
+    stand-in for $PYTHON records what the script asks mr_search.gpu_fit."""
+    asked = tmp_path / "gpu_fit_args"
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/usr/bin/env bash\n"
+        f'[[ "$1 $2" == "-m mr_search.gpu_fit" ]] && echo "$@" >> {asked}\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    micro = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+    knobs = {"DRY_RUN": "1", "PRESET": "paper", "ROLLOUT_ENGINE": "sglang", "PYTHON": str(python)}
+    for args in ((), (f"{micro}=1", "data.max_response_length=4000")):
+        run = run_script(tmp_path / "run", *args, **knobs)
+        assert run.returncode == 0, run.output
+    preset, given = (line.split() for line in asked.read_text().splitlines())
+    prompt = yaml.safe_load((REPO / "configs" / "recipe" / "paper.yaml").read_text())["data"]["max_prompt_length"]
+    assert _flag(preset, "--micro-batch") != "1"
+    assert (_flag(given, "--micro-batch"), _flag(given, "--tokens")) == ("1", str(prompt + 4000))
+
+
+def _flag(args: list[str], flag: str) -> str:
+    return args[args.index(flag) + 1]
 
 
 def test_entropy_coeff_sets_the_actors_entropy_bonus(run_script, tmp_path, compose_command):
