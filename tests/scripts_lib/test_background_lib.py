@@ -15,7 +15,7 @@ def _bash(snippet: str) -> subprocess.CompletedProcess[str]:
         ["bash", "-c", f'set -euo pipefail; source "{LIB}"; {snippet}'],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         check=False,
     )
 
@@ -52,11 +52,12 @@ def test_a_failed_job_is_reported_and_nothing_more_starts(tmp_path: Path) -> Non
 def test_stop_ends_the_job_and_the_program_it_waits_for(tmp_path: Path) -> None:
     pid_file = tmp_path / "pid"
     result = _bash(
-        f'job() {{ sleep 30 & echo $! > "{pid_file}"; wait; }}\n'
+        f'job() {{ sleep 600 & echo $! > "{pid_file}"; wait; }}\n'
         'background_start "sleeper" job\n'
-        f'for _ in $(seq 50); do [[ -s "{pid_file}" ]] && break; sleep 0.1; done\n'
+        f'for _ in $(seq 300); do [[ -s "{pid_file}" ]] && break; sleep 0.1; done\n'
         "background_stop\n"
-        "sleep 0.5\n"
+        # gone within 30 s (a busy machine reaps the orphan late); left alone the sleeper would live 10 minutes
+        f'for _ in $(seq 300); do kill -0 "$(cat "{pid_file}")" 2>/dev/null || break; sleep 0.1; done\n'
         f'if kill -0 "$(cat "{pid_file}")" 2>/dev/null; then echo alive; else echo gone; fi'
     )
     assert result.returncode == 0, result.stderr
