@@ -201,8 +201,14 @@ def test_steps_is_total_steps_as_in_the_training_script(tmp_path: Path) -> None:
     assert 'launch "$TOTAL_STEPS" "++mr_search.trainer.resume_steps=1" "$@"' in script
 
 
-@pytest.mark.parametrize(("env", "warms"), [({"ROLLOUT_ENGINE": "sglang"}, True), ({"ROLLOUT_ENGINE": "vllm"}, False),
-                                            ({"ROLLOUT_ENGINE": "sglang", "ENGINE_WARM": "0"}, False)])
+@pytest.mark.parametrize(
+    ("env", "warms"),
+    [
+        ({"ROLLOUT_ENGINE": "sglang"}, True),
+        ({"ROLLOUT_ENGINE": "vllm"}, False),
+        ({"ROLLOUT_ENGINE": "sglang", "ENGINE_WARM": "0"}, False),
+    ],
+)
 def test_sglang_s_first_use_kernels_are_built_in_the_background(tmp_path: Path, env: dict, warms: bool) -> None:
     """With SGLang the check builds the engine's JIT kernels beside the launch (mr_search.engine_warm); a dry run
     names the command and starts nothing."""
