@@ -33,22 +33,21 @@ def small_dense():
     The namesake world's corpus is the default world's passages plus its namesake articles: the default's vectors are
     read back from the default world's cached dense index (`make test` prepares it; built here when missing), the
     encoder that built it encodes the rest (120 of 2,405 passages)."""
-    import faiss
-
     from mr_search_embedded.world.world import ensure_world
     from mr_search_retrieval.config import EncoderConfig
     from mr_search_retrieval.encoders import HFEncoder
     from mr_search_retrieval.index_cache import ensure_index
-    from mr_search_retrieval.indexes.faiss_index import INDEX_FILE
+    from mr_search_retrieval.indexes.faiss_index import FaissIndex
 
     world = build_namesake_world(0, SMALL)
     corpus = world.corpus
     texts = [row["contents"] for row in corpus]
     default_corpus = Path(ensure_world().corpus)
-    flat = faiss.read_index(str(ensure_index(default_corpus, "dense") / INDEX_FILE))
     default_texts = [json.loads(line)["contents"] for line in default_corpus.read_text(encoding="utf-8").splitlines()]
-    assert flat.ntotal == len(default_texts)
-    known = dict(zip(default_texts, flat.reconstruct_n(0, flat.ntotal), strict=True))
+    index = FaissIndex.load(ensure_index(default_corpus, "dense"), device="cpu")
+    vectors = index.reconstruct(np.arange(len(default_texts)))
+    assert vectors is not None and index.index.ntotal == len(default_texts)
+    known = dict(zip(default_texts, vectors, strict=True))
     encoder = HFEncoder(EncoderConfig())
     new = [text for text in texts if text not in known]
     assert len(new) < len(texts) // 10, "the namesake world no longer holds the default world's passages"
