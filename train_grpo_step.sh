@@ -293,8 +293,8 @@ elif [[ "$ROLLOUT_ENGINE" != cpu ]]; then
       || overrides+=("++actor_rollout_ref.rollout.engine_kwargs.sglang.disable_piecewise_cuda_graph=True")
     if [[ "$SGLANG_MEMORY_SAVER" == auto ]]; then
       # The policy's size, the engine's share and one card's memory decide (docs/gpu.md, "SGLang's memory saver"):
-      # each input as the run will have it: a Hydra override on the command line (verl reads those last), else this
-      # script's knob, else the preset's value.
+      # each input as the run will have it: the last Hydra override of it (this script's own, then the command line's,
+      # which verl reads last), else this script's knob, else the preset's value.
       fit() { override_value "$1" "${overrides[@]}" "${cli_overrides[@]}" || { [[ -n "$2" ]] && echo "$2"; } \
         || preset_value "$1"; }
       fit_util="$(fit actor_rollout_ref.rollout.gpu_memory_utilization "${GPU_MEMORY_UTILIZATION:-}")"
