@@ -26,6 +26,12 @@ Numbers are those of docs/cpu-backend.md#workarounds-for-gaps-in-verl.
 10. ``TokenOutput.extra_fields["global_steps"]`` must be an int: the ``mr_hf`` server reports 0 before
    the first weight sync (``mr_search.cpu.server``); verl's ``LLMServerClient`` derives
    ``min/max_global_steps`` from it.
+12. Start-up cost, not a failure: every process that imports verl's workers imports transformers' generation
+   package, which imports scikit-learn (and with it pandas) when it is installed, only for assisted decoding's
+   confidence threshold (``transformers/generation/candidate_generator.py``), which no verl path runs. The
+   shipped encoder's dependencies install scikit-learn. ``is_sklearn_available`` is made to report False before
+   that package loads; a CPU run starts ~8 such processes a launch. The reward-loop process (``reward.num_workers``
+   in ``OVERRIDES``) is not started: the agent loop scores every meta-episode itself.
 
 ``ENV`` and ``OVERRIDES`` are the single source of ``configs/cpu_backend.env`` and
 ``configs/cpu_backend_overrides.txt`` (a test keeps them equal) that the launch script reads.
@@ -35,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import sys
 from collections.abc import Callable
 from types import ModuleType
 from typing import Any, Final
@@ -71,7 +78,9 @@ OVERRIDES: Final[tuple[str, ...]] = (
     f"actor_rollout_ref.rollout.name={ROLLOUT_NAME}",
     "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
     "actor_rollout_ref.rollout.agent.num_workers=1",
-    "reward.num_workers=1",
+    # Item 12: no reward-loop process; MR-Search's agent loop returns each meta-episode's reward itself, and verl
+    # calls a reward worker only for an output without one.
+    "reward.num_workers=0",
 )
 
 _PATCHED: Final = "__mr_search_cpu_workaround__"
@@ -180,6 +189,22 @@ def _patch_fsdp_engine_module(module: ModuleType) -> None:
     unpin_offload_policy(module)
 
 
+def _sklearn_unavailable() -> bool:
+    return False
+
+
+def skip_transformers_sklearn() -> bool:
+    """Item 12: transformers' ``is_sklearn_available`` reports False from now on in this process; returns False when
+    transformers' generation package (the importer) is already loaded, so that it is too late to matter."""
+    if "transformers.generation.candidate_generator" in sys.modules:
+        return False
+    import transformers.utils as hf_utils
+    import transformers.utils.import_utils as hf_import_utils
+
+    hf_utils.is_sklearn_available = hf_import_utils.is_sklearn_available = _sklearn_unavailable
+    return True
+
+
 _installed = False
 
 
@@ -193,6 +218,7 @@ def install() -> bool:
         when_imported("verl.workers.engine_workers", patch_process_group_backend)
         when_imported("verl.workers.engine.fsdp.transformer_impl", _patch_fsdp_engine_module)
         when_imported("verl.utils.model", patch_value_model_attention)
+        skip_transformers_sklearn()
         _installed = True
         logger.info("mr_search CPU workarounds armed (VERL_PLATFORM=cpu)")
     return True

@@ -70,3 +70,22 @@ def test_cpu_encoder_serves_several_threads_at_once(reference: np.ndarray, packe
     for i, out in enumerate(outs):
         shift = i % len(TEXTS)
         np.testing.assert_allclose(out, np.roll(reference, -shift, axis=0), atol=2e-5)
+
+
+def test_loading_an_encoder_leaves_sklearn_unimported() -> None:
+    """transformers would import scikit-learn (installed by the shipped encoder's dependencies) for assisted decoding;
+    an encoder never generates, and each service start saves the import. Checked in a fresh process."""
+    import subprocess
+    import sys
+
+    probe = (
+        "import sys\n"
+        "from mr_search_retrieval.config import EncoderConfig\n"
+        "from mr_search_retrieval.encoders import HFEncoder\n"
+        "HFEncoder(EncoderConfig(device='cpu')).encode_queries(['capital'])\n"
+        "import transformers.generation.candidate_generator\n"
+        "print('sklearn' in sys.modules, 'transformers.generation' in sys.modules)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr[-3000:]
+    assert result.stdout.split()[-2:] == ["False", "True"]

@@ -1,6 +1,6 @@
 """Each CPU workaround still matches verl: these fail when a verl upgrade moves what they work around.
 
-The source checks read verl's installed files (docs/cpu-backend.md, workarounds 2-7, 10); the subprocess test arms
+The source checks read verl's and transformers' installed files (docs/cpu-backend.md, workarounds 2-7, 10, 12); the subprocess test arms
 the workarounds the way a CPU run does (``VERL_PLATFORM=cpu``) and checks their effect.
 """
 
@@ -103,6 +103,17 @@ def test_item10_trainer_casts_global_steps_to_int() -> None:
     _expect("verl.workers.rollout.llm_server", 'output.extra_fields.setdefault("min_global_steps", global_steps)', 10)
 
 
+def test_item12_transformers_generation_imports_sklearn_when_installed() -> None:
+    _expect("transformers.generation.candidate_generator", "if is_sklearn_available():\n    from sklearn", 12)
+    assert importlib.util.find_spec("sklearn") is not None, "scikit-learn is no longer installed: item 12 may go"
+
+
+def test_item12_reward_workers_are_not_needed_when_the_loop_scores() -> None:
+    """verl calls a reward worker only for an output the agent loop left unscored (and the loop scores all)."""
+    _expect("verl.experimental.agent_loop.agent_loop", "if final_output.reward_score is None and enable_async_reward:", 12)
+    assert "reward.num_workers=0" in workarounds.OVERRIDES
+
+
 def test_workarounds_stay_off_without_the_cpu_platform() -> None:
     import verl.utils.distributed as distributed
 
@@ -137,6 +148,9 @@ config.num_labels = 1
 critic = model_utils.load_valuehead_model(os.environ["PROBE_MODEL"], __import__("torch").float32, config, False)
 report["critic"] = [type(critic).__name__, critic.config._attn_implementation]
 dist.destroy_process_group()
+import sys
+import transformers.generation.candidate_generator  # noqa: F401  (what every verl worker imports)
+report["sklearn"] = "sklearn" in sys.modules
 print("PROBE" + json.dumps(report))
 """
 
@@ -162,6 +176,7 @@ def test_cpu_platform_run_arms_every_workaround(tiny_model_dir: Path) -> None:
         "pin_memory": False,
         "offload_is_policy": True,
         "critic": ["Qwen2ForTokenClassification", "sdpa"],
+        "sklearn": False,
     }
 
 
