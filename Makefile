@@ -49,11 +49,11 @@ quickstart: setup
 gpu-check:
 	bash scripts/gpu_check.sh
 
-# Lint, then the suite on both cores. Its embedded runs train on a warm start of 0.4 of the default's steps
+# Lint, then the suite on both cores. Its embedded runs train on a warm start of 0.3 of the default's steps
 # (examples/embedded_world/mr_search_embedded/warmstart/scale.py): their checks need a policy that writes the protocol
 # and earns mixed rewards, not the default's accuracy, and the full one takes ~3 more minutes to build on a 2-core CPU
 # without native bf16. Set MR_SEARCH_WARMSTART_SCALE=1 to test on the full one.
-test: export MR_SEARCH_WARMSTART_SCALE ?= 0.4
+test: export MR_SEARCH_WARMSTART_SCALE ?= 0.3
 test: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m ruff check .
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q --timeout=900 -n 2 --dist loadgroup --durations=10 tests

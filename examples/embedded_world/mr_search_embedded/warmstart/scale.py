@@ -2,7 +2,7 @@
 
 The default warm start trains 700 steps (~2 min on 2 free cores with native bf16, ~4.5 min without). A test suite or
 a smoke run needs a policy that writes the protocol and earns mixed rewards, not the default's accuracy: ``make test``
-builds the default world's warm start at 0.4 of its steps. Every stage keeps its share (window steps, whole-transcript
+builds the default world's warm start at 0.3 of its steps. Every stage keeps its share (window steps, whole-transcript
 steps, learning-rate warm-up), so the recipe is the same one stopped earlier; the steps are part of the cache key, so
 a scaled build never stands in for the full one. Read by ``mr_search_embedded.prepare`` (the launchers' path to the
 policy); 1 or unset: the recipe as it is.
