@@ -1,7 +1,7 @@
 """Each CPU workaround still matches verl: these fail when a verl upgrade moves what they work around.
 
-The source checks read verl's and transformers' installed files (docs/cpu-backend.md, workarounds 2-7, 10, 12); the subprocess test arms
-the workarounds the way a CPU run does (``VERL_PLATFORM=cpu``) and checks their effect.
+The source checks read verl's and transformers' installed files (docs/cpu-backend.md, workarounds 2-7, 10, 12); the
+subprocess test arms the workarounds the way a CPU run does (``VERL_PLATFORM=cpu``) and checks their effect.
 """
 
 from __future__ import annotations
@@ -110,7 +110,8 @@ def test_item12_transformers_generation_imports_sklearn_when_installed() -> None
 
 def test_item12_reward_workers_are_not_needed_when_the_loop_scores() -> None:
     """verl calls a reward worker only for an output the agent loop left unscored (and the loop scores all)."""
-    _expect("verl.experimental.agent_loop.agent_loop", "if final_output.reward_score is None and enable_async_reward:", 12)
+    loop = "verl.experimental.agent_loop.agent_loop"
+    _expect(loop, "if final_output.reward_score is None and enable_async_reward:", 12)
     assert "reward.num_workers=0" in workarounds.OVERRIDES
 
 
