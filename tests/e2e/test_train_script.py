@@ -280,13 +280,14 @@ def _metric(step: dict[str, float], suffix: str) -> float:
     return float(matches[0])
 
 
-# `make test` trains these runs on the warm start at 0.4 of the default's steps (MR_SEARCH_WARMSTART_SCALE): on 50 dev
-# questions, 4 samples each at temperature 1, it answered right 4% of the time at attempt 1 and 30% of the questions got
-# unequal EM rewards at some attempt (the full warm start: 15.6% and 42%; `python -m mr_search_embedded.warmstart.probe
-# --samples 4 --questions 25`). The test run samples 8 questions x 4 and adds Search-R1's format score (an answer that
-# is well-formed but wrong earns 0.1; an attempt without one earns 0), so that some rewards differ within a group in
-# every step with margin (an all-equal step has zero advantages): in a clean run, 12-75% of the meta-episodes had a
-# non-zero advantage at each attempt of steps 1-3. The advantages must be non-zero.
+# `make test` trains these runs on the warm start at 0.3 of the default's steps (MR_SEARCH_WARMSTART_SCALE): on 50 dev
+# questions, 4 samples each at temperature 1, it answered right 2.5% of the time at attempt 1 and 16% of the questions
+# got unequal EM rewards at some attempt (at 0.4: 4% and 30%; the full warm start: 15.6% and 42%; `python -m
+# mr_search_embedded.warmstart.probe --model <warm start> --samples 4 --questions 25`). The test run samples 6
+# questions x 4 and adds Search-R1's format score (an answer that is well-formed but wrong earns 0.1; an attempt
+# without one earns 0), so that some rewards differ within a group in every step with margin (an all-equal step has
+# zero advantages): in a clean run at 0.3, 17-83% of the meta-episodes had a non-zero advantage at each attempt of
+# steps 1-3 (at 0.4 and 8 questions: 12-75%). The advantages must be non-zero.
 TEST_RUN = ("mr_search.reward.format_score=0.1",)
 TEST_KNOBS = {"TRAIN_BATCH_SIZE": "6", "PPO_MINI_BATCH_SIZE": "6", "GROUP_SIZE": "4"}
 
