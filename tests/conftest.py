@@ -26,7 +26,9 @@ def pytest_configure(config: pytest.Config) -> None:
     """Under ``make test`` (two xdist workers, two cores) each worker and every process it starts (training scripts,
     Ray actors, services) computes with one thread: OpenMP threads that wait for a core the other worker holds spin
     and cost CPU. Measured on the 2-core machine, a tiny-policy forward and backward pass beside a process that kept
-    one core busy: 6.2 CPU-seconds an iteration with 2 threads against 4.5 with 1 (wall 5.0 against 4.5 s)."""
+    one core busy: 6.2 CPU-seconds an iteration with 2 threads against 4.5 with 1 (wall 5.0 against 4.5 s). The
+    end-to-end runs did not change with it (the 2-step embedded run beside the same busy core: 210.6 s against
+    211.3 s): what it saves is the in-process torch work of the other tests."""
     threads = _threads_per_worker()
     if threads is not None:
         os.environ["OMP_NUM_THREADS"] = str(threads)
