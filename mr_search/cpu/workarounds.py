@@ -193,16 +193,15 @@ def _sklearn_unavailable() -> bool:
     return False
 
 
-def skip_transformers_sklearn() -> bool:
-    """Item 12: transformers' ``is_sklearn_available`` reports False from now on in this process; returns False when
-    transformers' generation package (the importer) is already loaded, so that it is too late to matter."""
+def skip_transformers_sklearn() -> None:
+    """Item 12: transformers' ``is_sklearn_available`` reports False from now on in this process; nothing is changed
+    when transformers' generation package (the importer) is already loaded: too late to matter."""
     if "transformers.generation.candidate_generator" in sys.modules:
-        return False
+        return
     import transformers.utils as hf_utils
     import transformers.utils.import_utils as hf_import_utils
 
     hf_utils.is_sklearn_available = hf_import_utils.is_sklearn_available = _sklearn_unavailable
-    return True
 
 
 _installed = False
