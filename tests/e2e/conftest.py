@@ -76,7 +76,7 @@ def _compose_command(command: list[str]) -> dict:
     Hydra's compose API, unresolved as ``--cfg job`` prints it, without an interpreter start and verl's imports (about
     ten seconds of CPU each). Checked against ``--cfg job`` for four of this folder's commands: equal but for one key
     the compose API adds (``model_engine``, verl's defaults-list choice). The command line itself is run in a
-    subprocess by one test in this folder and one in tests/configs."""
+    subprocess by one test in this folder."""
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 

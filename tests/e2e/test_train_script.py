@@ -255,8 +255,9 @@ def test_entropy_coeff_sets_the_actors_entropy_bonus(run_script, tmp_path, compo
 
 
 def test_the_command_composes_into_the_config_the_trainer_gets(run_script, tmp_path, script_env):
-    """The printed command, with Hydra's ``--cfg job``, gives the config main_ppo would run with (the one launch of
-    the command line in this folder: the other tests compose their commands in process, ``compose_command``)."""
+    """The printed command, with Hydra's ``--cfg job``, gives the config main_ppo would run with, from a folder
+    outside the repository (the suite's one launch of main_ppo's command line: the other tests compose their commands,
+    and the presets, in process)."""
     command = _dry(run_script, tmp_path, ATTEMPTS="1", GAMMA="0.5", TOTAL_STEPS="3")
     printed = subprocess.run(
         [*command, "--cfg", "job"], cwd=tmp_path, env=script_env, capture_output=True, text=True, timeout=180
