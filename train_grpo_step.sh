@@ -41,6 +41,7 @@ RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"  # seconds to wait for
 
 # --- algorithm ------------------------------------------------------------------------------------------------------
 ATTEMPTS="${ATTEMPTS:-}"                      # K attempts per meta-episode (paper: 3); 1 = Search-R1 baseline
+VAL_ATTEMPTS="${VAL_ATTEMPTS:-}"              # K in the validation passes (empty: ATTEMPTS), e.g. a K = 1 run at 3
 GAMMA="${GAMMA:-}"                            # attempt discount, mr_search.advantage.gamma (paper: 1.0; ablation: 0)
 GROUP_SIZE="${GROUP_SIZE:-}"                  # n trajectories per question (paper: 5; embedded: 4)
 ADV_ESTIMATOR="${ADV_ESTIMATOR:-mr_search}"   # mr_search at any K (grpo: Search-R1's own estimator at K = 1)
@@ -165,6 +166,9 @@ case "$ENFORCE_EAGER" in
 esac
 if [[ -n "$ATTEMPTS" ]] && ! [[ "$ATTEMPTS" =~ ^[1-9][0-9]*$ ]]; then
   die "ATTEMPTS=$ATTEMPTS is not valid; use a whole number >= 1 (1 = the Search-R1 baseline)"
+fi
+if [[ -n "$VAL_ATTEMPTS" ]] && ! [[ "$VAL_ATTEMPTS" =~ ^[1-9][0-9]*$ ]]; then
+  die "VAL_ATTEMPTS=$VAL_ATTEMPTS is not valid; use a whole number >= 1 (empty: the training K)"
 fi
 if ! [[ "$NNODES" =~ ^[1-9][0-9]*$ ]]; then
   die "NNODES=$NNODES is not valid; use a whole number >= 1 (> 1 joins the Ray cluster started with ray start)"
@@ -351,6 +355,7 @@ add data.train_files "$TRAIN_FILE"
 add data.val_files "$VAL_FILE"
 add actor_rollout_ref.model.path "$MODEL_PATH"
 add mr_search.episode.attempts "$ATTEMPTS"
+add mr_search.episode.val_attempts "$VAL_ATTEMPTS"
 add mr_search.episode.max_turns_per_attempt "$MAX_TURNS"
 add mr_search.advantage.gamma "$GAMMA"
 add actor_rollout_ref.rollout.n "$GROUP_SIZE"

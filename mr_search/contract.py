@@ -63,4 +63,8 @@ GENERATION_TIMEOUTS: Final = "mr_search_generation_timeouts"
 # read from its last row only (``mr_search.trainer.metrics.trajectory_fields``).
 SEGMENT: Final = "mr_search_segment"
 
+# Not a column: a dataset row's own K, an int the agent loop plays in place of ``mr_search.episode.attempts``. The
+# trainer puts it on every validation row when ``mr_search.episode.val_attempts`` asks for another K there.
+ROW_ATTEMPTS: Final = "mr_attempts"
+
 COLUMNS: Final = (ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, EPISODE_ID)

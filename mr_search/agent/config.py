@@ -19,6 +19,9 @@ class EpisodeConfig:
 
     Attributes:
         attempts: K, attempts chained in one context (paper: 3; 1 = plain Search-R1).
+        val_attempts: K in verl's validation passes during training; None: ``attempts`` (paper). A larger K shows
+            whether the policy keeps gaining from reflection past the K it trains with, and a K = 1 baseline can be
+            validated at the K it is compared at. The response budget (``data.max_response_length``) is shared.
         max_turns_per_attempt: model turns per attempt (paper: 3 for NQ/HotpotQA, 5 for ASearcher).
         topk: passages per search (paper: 3).
         max_information_tokens: each ``<information>`` block is cut to this many tokens (paper: 1024).
@@ -52,6 +55,7 @@ class EpisodeConfig:
     """
 
     attempts: int = 3
+    val_attempts: int | None = None
     max_turns_per_attempt: int = 3
     topk: int = 3
     max_information_tokens: int = 1024
@@ -72,6 +76,8 @@ class EpisodeConfig:
             value = getattr(self, name)
             if value < 1:
                 raise ValueError(f"mr_search.episode.{name}={value!r} must be an integer >= 1")
+        if self.val_attempts is not None and self.val_attempts < 1:
+            raise ValueError(f"mr_search.episode.val_attempts={self.val_attempts!r} must be an integer >= 1 or null")
         if self.generate_timeout_s <= 0:
             raise ValueError(f"mr_search.episode.generate_timeout_s={self.generate_timeout_s} must be > 0 (seconds)")
         if self.max_context_tokens is not None and self.max_context_tokens < 2:

@@ -20,7 +20,7 @@ from mr_search.agent.state import AttemptRecord, EpisodeState, Phase
 from mr_search.agent.tokens import EnvEncoder, Transcript, single_token_stops
 from mr_search.agent.trace import Tracer
 from mr_search.config_checks import subtree
-from mr_search.contract import GENERATION_TIMEOUTS, SEARCH_RECORD, AttemptStatus
+from mr_search.contract import GENERATION_TIMEOUTS, ROW_ATTEMPTS, SEARCH_RECORD, AttemptStatus
 from mr_search.retrieval_client import RetrievalClient, RetrieverConfig, SearchOutcome, shared_client
 from mr_search.reward import RewardConfig, exact_match, gold_answers, token_f1
 
@@ -171,6 +171,7 @@ class MRSearchAgentLoop(AgentLoopBase):
             transcript=Transcript(prompt_ids),
             golds=golds,
             request_id=uuid4().hex,
+            k=self._attempts_of(kwargs),
             question=question,
             trace=_tracer().start(),
         )
@@ -185,6 +186,15 @@ class MRSearchAgentLoop(AgentLoopBase):
             timing[bucket] += time.perf_counter() - started
             phase = next_phase
         return state, self._output(state, kwargs, timing)
+
+    def _attempts_of(self, row: dict[str, Any]) -> int:
+        """K for this row: its own (``contract.ROW_ATTEMPTS``, e.g. a validation row at another K) or the config's."""
+        given = row.get(ROW_ATTEMPTS)
+        if given is None:
+            return self.episode.attempts
+        if isinstance(given, bool) or int(given) != given or int(given) < 1:
+            raise ValueError(f"row field {ROW_ATTEMPTS}={given!r} must be an integer >= 1 (this row's K)")
+        return int(given)
 
     # -------------------------------------------------------------------------------- handlers
     async def _generate(self, state: EpisodeState, sampling_params: dict[str, Any]) -> Phase:
@@ -281,7 +291,7 @@ class MRSearchAgentLoop(AgentLoopBase):
     async def _end_attempt(self, state: EpisodeState, sampling_params: dict[str, Any]) -> Phase:
         attempt = state.current
         self._score(state, attempt)
-        if attempt.index + 1 >= self.episode.attempts:
+        if attempt.index + 1 >= state.k:
             return Phase.DONE
         if self.episode.early_stop_when_correct and attempt.em >= 1.0:
             state.stopped_early = True
@@ -374,7 +384,7 @@ class MRSearchAgentLoop(AgentLoopBase):
     def _output(self, state: EpisodeState, kwargs: dict[str, Any], timing: dict[str, float]) -> MRSearchAgentLoopOutput:
         transcript = state.transcript
         length = min(transcript.response_len, self.response_length)
-        k = self.episode.attempts
+        k = state.k
         rewards = [0.0] * k
         for attempt in state.attempts:
             rewards[attempt.index] = attempt.reward

@@ -44,6 +44,7 @@ class EpisodeState:
     transcript: Transcript
     golds: list[str]
     request_id: str
+    k: int  # the attempts this meta-episode plays: mr_search.episode.attempts, or its row's own (contract.ROW_ATTEMPTS)
     question: str | None = None  # the prompt's question, kept when the reflection turn restates it
     attempts: list[AttemptRecord] = field(default_factory=list)
     segments: list[ContextSegment] = field(default_factory=list)  # the contexts the turns saw (agent/segments.py)

@@ -31,7 +31,7 @@ from mr_search.trainer.metrics import attempt_statistics, episode_statistics
 from mr_search.trainer.resume_check import resume_and_continue
 from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
 from mr_search.trainer.startup import check_training_options, replay_poll_seconds, resume_steps
-from mr_search.trainer.validation import validation_speed
+from mr_search.trainer.validation import AttemptsOnRows, validation_speed
 
 logger = logging.getLogger(__name__)
 
@@ -98,9 +98,17 @@ class MRSearchTrainer(PPOTrainerSync):
         return buffer
 
     def _validate(self) -> dict[str, float]:
-        """verl's validation pass, timed: ``val-speed/*`` says how many meta-episodes it ran and how fast."""
+        """verl's validation pass, timed (``val-speed/*`` says how many meta-episodes it ran and how fast), at
+        ``mr_search.episode.val_attempts`` attempts when that is given."""
         started = time.perf_counter()
-        metrics = super()._validate()
+        val_attempts = episode_config_of(self.config).val_attempts
+        loader = self.val_dataloader
+        if val_attempts is not None:
+            self.val_dataloader = AttemptsOnRows(loader, val_attempts)
+        try:
+            metrics = super()._validate()
+        finally:
+            self.val_dataloader = loader
         meta_episodes = len(self.val_dataset) * int(self.config.actor_rollout_ref.rollout.val_kwargs.n)
         speed = validation_speed(meta_episodes, time.perf_counter() - started)
         logger.warning(

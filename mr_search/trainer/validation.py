@@ -1,9 +1,17 @@
-"""How fast a validation pass went (``val-speed/*``), logged by the MR-Search trainer and read by ``run_summary``.
+"""Validation passes: at which K (``AttemptsOnRows``), and how fast they went (``val-speed/*``, logged by the MR-Search
+trainer and read by ``run_summary``).
 
 Free of torch and verl, so that the end-of-run summary does not import them.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import numpy as np
+
+from mr_search.contract import ROW_ATTEMPTS
 
 VALIDATION_SPEED = "val-speed"
 
@@ -17,3 +25,25 @@ def validation_speed(meta_episodes: int, seconds: float) -> dict[str, float]:
         f"{VALIDATION_SPEED}/seconds": seconds,
         f"{VALIDATION_SPEED}/meta_episodes_per_s": meta_episodes / seconds,
     }
+
+
+class AttemptsOnRows:
+    """A dataloader whose batches carry ``attempts`` as every row's own K (``contract.ROW_ATTEMPTS``): the agent loop
+    then plays that many attempts for them. Everything else is the wrapped loader's."""
+
+    def __init__(self, loader: Iterable[dict[str, Any]], attempts: int) -> None:
+        if attempts < 1:
+            raise ValueError(f"a validation pass at K = {attempts} attempts: K must be >= 1")
+        self.loader = loader
+        self.attempts = attempts
+
+    def __iter__(self) -> Iterator[dict[str, Any]]:
+        for batch in self.loader:
+            rows = len(batch["raw_prompt"])
+            yield {**batch, ROW_ATTEMPTS: np.full(rows, self.attempts, dtype=object)}
+
+    def __len__(self) -> int:
+        return len(self.loader)  # type: ignore[arg-type]
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.loader, name)

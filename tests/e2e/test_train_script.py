@@ -42,6 +42,14 @@ def test_attempts_1_is_the_same_method_at_k1(run_script, tmp_path):
     assert "algorithm.adv_estimator=grpo" in grpo
 
 
+def test_val_attempts_sets_the_validation_k_only(run_script, tmp_path, compose_command):
+    command = _dry(run_script, tmp_path, ATTEMPTS="1", VAL_ATTEMPTS="3")
+    episode = compose_command(command)["mr_search"]["episode"]
+    assert (episode["attempts"], episode["val_attempts"]) == (1, 3)
+    bad = run_script(tmp_path / "run", DRY_RUN="1", VAL_ATTEMPTS="0")
+    assert bad.returncode != 0 and "VAL_ATTEMPTS=0 is not valid" in bad.output
+
+
 def test_gamma_sets_the_attempt_discount_only(run_script, tmp_path):
     """GAMMA is the attempt-level estimator's discount; verl's algorithm.gamma (GAE's discount) is left alone."""
     command = _dry(run_script, tmp_path, GAMMA="0")
@@ -360,15 +368,27 @@ def test_restart_continues_from_the_last_checkpoint(restarted_run):
 
 
 @pytest.mark.slow
-def test_k1_baseline_runs_through_the_same_script(run_script, tmp_path, free_port):
+def test_k1_baseline_runs_through_the_same_script_and_validates_at_another_k(
+    run_script, tmp_path, free_port, port_answers
+):
+    """ATTEMPTS=1 trains the K = 1 baseline; VAL_ATTEMPTS=4 validates it before step 1 through the rollout engine
+    (verl's validation pass: greedy, n = 1, every attempt scored) at K = 4, a K it was not trained with: EM at every
+    attempt per data source, and the pass timed (what scripts/eval_engine.sh runs alone, with nothing trained)."""
     port = free_port()
     run = run_script(
-        tmp_path / "k1", RETRIEVER_URL=f"http://127.0.0.1:{port}", ATTEMPTS="1", TOTAL_STEPS="1", timeout=900
+        tmp_path / "k1",
+        "trainer.val_before_train=True",
+        "data.val_max_samples=4",
+        RETRIEVER_URL=f"http://127.0.0.1:{port}",
+        ATTEMPTS="1",
+        VAL_ATTEMPTS="4",
+        TOTAL_STEPS="1",
+        timeout=900,
     )
     assert run.returncode == 0, run.output[-6000:]
     assert "algorithm.adv_estimator=mr_search" in (run.run_dir / "command.txt").read_text()
     steps = run.steps()
-    assert sorted(steps) == [1]
+    assert sorted(steps) == [0, 1], "the validation pass before step 1 (logged at step 0), then step 1"
     summary = (run.run_dir / "summary.md").read_text()
     assert "| step | EM@1 | reward |" in summary, summary
     # One attempt per meta-episode, as the loop counts them (the rollout text cannot tell: the warm start trains on
@@ -377,6 +397,15 @@ def test_k1_baseline_runs_through_the_same_script(run_script, tmp_path, free_por
     assert "mr_search/em_at_2" not in steps[1]
     rollouts = [json.loads(line) for line in (run.run_dir / "rollouts" / "1.jsonl").read_text().splitlines()]
     assert rollouts
+    # The validation pass at K = 4: EM per attempt per data source, 4 questions x val n 1 meta-episodes, timed.
+    validation = steps[0]
+    em = {key: value for key, value in validation.items() if key.startswith("val-aux/") and "/em_at_" in key}
+    assert {key.split("/em_at_")[1] for key in em} == {f"{k}/mean@1" for k in (1, 2, 3, 4)}
+    assert all(0.0 <= value <= 1.0 for value in em.values())
+    assert validation["val-speed/meta_episodes"] == 4
+    assert validation["val-speed/meta_episodes_per_s"] == pytest.approx(4 / validation["val-speed/seconds"])
+    assert "validation before step 1: 4 meta-episodes in" in summary
+    assert not port_answers(port), "the retrieval service the script started must be stopped"
 
 
 @pytest.mark.slow
@@ -401,31 +430,27 @@ def test_the_short_context_ablation_trains_on_policy(restarted_run):
     assert _metric(step, "actor/grad_norm") > 0
 
 
-@pytest.mark.slow
-def test_evaluation_through_the_rollout_engine_at_k_eval(tmp_path, free_port, script_env):
-    """scripts/eval_engine.sh: verl's validation pass through the engine (here the CPU backend) at K_eval = 4, a K the
-    policy was not trained with, reports EM at every attempt per data source."""
+def test_eval_engine_composes_a_validation_only_launch_at_k_eval(run_script, tmp_path, script_env, compose_command):
+    """scripts/eval_engine.sh: train_grpo_step.sh at K = K_EVAL with verl's validation pass only (nothing trained),
+    K_EVAL x TOKENS_PER_ATTEMPT of response budget and MAX_SAMPLES questions. The pass itself, through the engine at a
+    K the policy was not trained with, runs for real in the K = 1 baseline's launch above (VAL_ATTEMPTS)."""
     env = {
         **script_env,
         "RUN_DIR": str(tmp_path / "eval"),
         "K_EVAL": "4",
         "TOKENS_PER_ATTEMPT": "342",
         "MAX_SAMPLES": "4",
-        "RETRIEVER_URL": f"http://127.0.0.1:{free_port()}",
+        "DRY_RUN": "1",
     }
     script = REPO / "scripts" / "eval_engine.sh"
-    run = subprocess.run(["bash", str(script)], cwd=REPO, env=env, capture_output=True, text=True, timeout=900)
+    run = subprocess.run(["bash", str(script)], cwd=REPO, env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, (run.stdout + run.stderr)[-6000:]
-    [row] = [json.loads(line) for line in (tmp_path / "eval" / "metrics.jsonl").read_text().splitlines()]
-    em = {key: value for key, value in row["data"].items() if key.startswith("val-aux/") and "/em_at_" in key}
-    assert {key.split("/em_at_")[1] for key in em} == {f"{k}/mean@1" for k in (1, 2, 3, 4)}
-    assert all(0.0 <= value <= 1.0 for value in em.values())
-    # The pass is timed: 4 questions x val n 1 meta-episodes, and its speed is in the run's summary.
-    speed = row["data"]
-    assert speed["val-speed/meta_episodes"] == 4
-    assert speed["val-speed/meta_episodes_per_s"] == pytest.approx(4 / speed["val-speed/seconds"])
-    assert "validation before step 1: 4 meta-episodes in" in (tmp_path / "eval" / "summary.md").read_text()
-    assert not (tmp_path / "eval" / "checkpoints").exists(), "evaluation trains nothing"
+    command = shlex.split(next(line for line in run.stdout.splitlines() if "verl.trainer.main_ppo" in line))
+    config = compose_command(command)
+    assert config["trainer"]["val_only"] is True and config["trainer"]["val_before_train"] is True
+    assert config["mr_search"]["episode"]["attempts"] == 4
+    assert config["data"]["max_response_length"] == 4 * 342 and config["data"]["val_max_samples"] == 4
+    assert not (tmp_path / "eval").exists(), "a dry run makes no run folder"
 
 
 def test_eval_engine_rejects_bad_knobs(tmp_path, script_env):

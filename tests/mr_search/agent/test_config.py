@@ -35,6 +35,7 @@ def test_from_hydra_subtree() -> None:
         ({"stop_params": "tgi"}, "auto"),
         ({"max_context_tokens": 1}, "max_context_tokens"),
         ({"reflection_template": "  "}, "reflection_template"),
+        ({"val_attempts": 0}, "val_attempts"),
     ],
 )
 def test_bad_values_are_rejected_with_the_valid_ones(settings: dict[str, Any], message: str) -> None:
