@@ -14,7 +14,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "retrieval" / "benchmarks" / "bench_retrieval_gpu.py"
 TINY = shlex.split(
-    "--device cpu --num-passages 20000 --duration 1 --warmup 0.25 --client-procs 2 "
+    "--device cpu --num-passages 20000 --duration 0.5 --warmup 0.1 --client-procs 2 "
     "--encoder-layers 2 --encoder-hidden 64 --encoder-heads 2 --encoder-intermediate 128 "
     "--encode-batches 16 --encode-tokens 64 --search-batches 16,64 --concurrency 8 --max-batch-sizes 16 "
     "--batched 2x4 --switch-interval-ms 1 --chunk-rows 4096 --profile-loop --what-if "
