@@ -28,9 +28,10 @@ setup: $(STAMP)
 # distributions at the same versions), else with pip, torch first.
 # The retrieval service is its own distribution (retrieval/pyproject.toml): named on the same command line, it is
 # what satisfies this project's `[retrieval]` extra (pip takes no relative path from an extra).
-# --no-compile (uv compiles nothing unless asked): pip would compile every installed module to bytecode, one file after another (21,911 files; torch's
-# alone took 27 of its 42 s to install on the project's 2-core machine, busy with another job); Python compiles what
-# it imports, once (~4,200 modules for a process that imports verl, the plugin, Ray and transformers).
+# --no-compile (uv compiles nothing unless asked): pip would compile every installed module to bytecode, one file
+# after another (21,911 files; torch's alone took 27 of its 42 s to install on the project's 2-core machine, busy with
+# another job); Python compiles what it imports, once (~4,200 modules for a process that imports verl, the plugin, Ray
+# and transformers).
 # The browser for the viewer's test installs from apt beside pip: both mostly wait on downloads (apt's install of
 # chromium alone took 41 s on a fresh CPU machine of the project's, after pip). Its log is printed once both are done.
 $(STAMP): pyproject.toml retrieval/pyproject.toml examples/embedded_world/pyproject.toml
