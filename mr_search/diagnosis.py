@@ -81,6 +81,13 @@ _KNOWN: Final[tuple[tuple[str, str, str], ...]] = (
         "start it (`bash retrieval_launch.sh`) or point RETRIEVER_URL at one whose /health answers",
     ),
     (
+        r"rollout engine lost in ",
+        "the rollout engine died or hung in a call between generations (a weight sync or a memory release)",
+        "the `rollout engine lost in ...` line names the call, what went wrong and the last checkpoint: the same "
+        "command resumes from it; a call past its limit with every server alive: see the engine's own lines in "
+        "train.log (a sync that is really that slow: raise mr_search.trainer.weight_sync_timeout_s)",
+    ),
+    (
         r"generation (timed out|hung)|engine server (died|exited)|ActorDiedError",
         "the rollout engine stopped answering",
         "see the engine's lines in train.log; the same command resumes from the last checkpoint",

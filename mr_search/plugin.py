@@ -15,7 +15,13 @@ logger = logging.getLogger(__name__)
 
 # Modules exposing ``register() -> None``; each must be idempotent (a retried plugin import must
 # not raise "already registered").
-_PARTS: tuple[str, ...] = ("mr_search.cpu", "mr_search.advantage", "mr_search.trainer", "mr_search.agent.registration")
+_PARTS: tuple[str, ...] = (
+    "mr_search.cpu",
+    "mr_search.advantage",
+    "mr_search.trainer",
+    "mr_search.agent.registration",
+    "mr_search.faults",  # only with MR_SEARCH_FAULT set
+)
 
 _done = False
 

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
@@ -27,6 +29,7 @@ from mr_search.config_checks import subtree
 from mr_search.contract import COLUMNS
 from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
+from mr_search.trainer.engine_guard import LastCheckpoint, dead_servers, replica_servers, run_bounded, timeout_seconds
 from mr_search.trainer.metrics import attempt_statistics, episode_statistics
 from mr_search.trainer.resume_check import resume_and_continue
 from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
@@ -88,6 +91,31 @@ class MRSearchTrainer(PPOTrainerSync):
         steps = resume_steps(self.config)
         if steps and not self.config.trainer.get("val_only", False):
             resume_and_continue(self, lambda: super(MRSearchTrainer, self).fit(agent_loop_manager), steps)
+
+    def on_init_end(self) -> None:
+        """verl's first weight sync (after a checkpoint load), bounded (``mr_search.trainer.engine_guard``)."""
+        self._engine_call("the first weight sync", super().on_init_end)
+
+    def on_sample_end(self) -> None:
+        """verl's release of the engines' memory after generation, bounded."""
+        what = f"the engines' memory release after step {self.global_steps}'s generation"
+        self._engine_call(what, super().on_sample_end)
+
+    def on_step_end(self) -> None:
+        """verl's weight sync after the update (and the step's checkpoint), bounded."""
+        self._engine_call(f"the weight sync after step {self.global_steps}", super().on_step_end)
+
+    def _engine_call(self, what: str, call: Callable[[], None]) -> None:
+        """``call()`` under ``mr_search.trainer.weight_sync_timeout_s`` with the engine servers watched: a dead or hung
+        engine ends the run with the cause and the checkpoint to resume from, not a wait without end."""
+        checkpoints = Path(self.config.trainer.default_local_dir)
+        run_bounded(
+            call,
+            what=what,
+            timeout_s=timeout_seconds(subtree(self.config, "trainer")),
+            probe=lambda: dead_servers(replica_servers(getattr(self.checkpoint_manager, "replicas", []))),
+            resume_line=lambda: LastCheckpoint.of(checkpoints).resume_line(),
+        )
 
     def _build_replay_buffer(self) -> Any:
         """verl's replay buffer, polling every ``mr_search.trainer.replay_poll_s`` for a finished batch (verl: 2 s,

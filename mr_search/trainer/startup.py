@@ -9,11 +9,12 @@ from omegaconf import OmegaConf
 
 from mr_search.agent.config import EpisodeConfig
 from mr_search.config_checks import subtree
+from mr_search.trainer.engine_guard import timeout_seconds
 
 logger = logging.getLogger(__name__)
 
 VERL_REPLAY_POLL_S = 2.0  # verl.trainer.ppo.v1.replay_buffer.ReplayBuffer's default poll_interval
-TRAINER_KEYS = ("replay_poll_s", "resume_steps")  # the keys of mr_search.trainer
+TRAINER_KEYS = ("replay_poll_s", "resume_steps", "weight_sync_timeout_s")  # the keys of mr_search.trainer
 
 # Per-GPU micro-batch keys of verl's actor_rollout_ref and what each is split out of: the update's out of one GPU's
 # share of a PPO mini-batch, the log-prob passes' out of one GPU's share of the whole step.
@@ -39,6 +40,7 @@ def check_training_options(config: Any) -> None:
     RewardConfig.from_config(subtree(config, "reward"))
     replay_poll_seconds(config)
     resume_steps(config)
+    timeout_seconds(subtree(config, "trainer"))
     fit_micro_batches(config)
 
 

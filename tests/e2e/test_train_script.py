@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
+from datetime import datetime
 from pathlib import Path
 
 import pytest
@@ -365,6 +367,48 @@ def test_restart_continues_from_the_last_checkpoint(restarted_run):
     assert _newest_launch_steps(run) == [3], "only the missing step"
     assert sorted(run.steps()) == [1, 2, 3]
     assert (run.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "3"
+
+
+@pytest.mark.slow
+def test_an_engine_that_dies_in_a_weight_sync_ends_the_run_at_once_naming_the_checkpoint(
+    run_script, tmp_path, free_port, port_answers
+):
+    """MR_SEARCH_FAULT=engine-kill@1 kills the CPU engine's server in the weight sync after step 1, its checkpoint just
+    saved: the run ends on the dead server within seconds, not at the sync's 600 s limit, with the cause, the call and
+    the checkpoint the same command resumes from (a resume from a checkpoint: the restart test above; after a fault on
+    vLLM and SGLang: docs/gpu.md#faults), and the retrieval service it started is stopped."""
+    port = free_port()
+    run = run_script(
+        tmp_path / "fault",
+        "mr_search.trainer.weight_sync_timeout_s=600",
+        RETRIEVER_URL=f"http://127.0.0.1:{port}",
+        MR_SEARCH_FAULT="engine-kill@1",
+        TOTAL_STEPS="1",
+        SAVE_FREQ="1",
+        TRAIN_BATCH_SIZE="2",
+        PPO_MINI_BATCH_SIZE="2",
+        GROUP_SIZE="2",
+        timeout=900,
+    )
+    ended = datetime.now()
+    assert run.returncode != 0, run.output[-6000:]
+    struck = re.search(
+        r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d),\d+:MR_SEARCH_FAULT=engine-kill@1: sending SIGKILL", run.output
+    )
+    assert struck, run.output[-6000:]
+    assert (ended - datetime.fromisoformat(struck.group(1))).total_seconds() < 120, "ended on the dead server"
+    checkpoint = run.run_dir / "checkpoints"
+    assert (
+        "rollout engine lost in the weight sync after step 1: it raised ActorDiedError: The actor died unexpectedly"
+        in run.output
+    )
+    assert "; the engine server of replica 0 is dead (ActorDiedError: " in run.output
+    assert re.search(r"sending SIGKILL to \d+ \S+ \(engine server pid \d+\)", run.output), "the process hit, named"
+    resumes = f"The last checkpoint is step 1 ({checkpoint / 'global_step_1'}): the same command resumes from it"
+    assert resumes in run.output
+    assert "cause: the rollout engine died or hung in a call between generations" in run.output
+    assert (checkpoint / "latest_checkpointed_iteration.txt").read_text().strip() == "1"
+    assert not port_answers(port), "the retrieval service the script started must be stopped"
 
 
 @pytest.mark.slow

@@ -43,6 +43,8 @@ plugin._done = False
 plugin.register()  # a retried plugin import must not raise "already registered"
 state["trainer"] = trainer.__module__ + "." + trainer.__qualname__
 state["sync_subclass"] = [c.__name__ for c in trainer.__mro__][1]
+from mr_search.cpu.adapter import HFServerAdapter
+state["fault_on_cpu_adapter"] = repr(getattr(HFServerAdapter.update_weights, "_mr_search_fault", None))
 print(json.dumps(state))
 """
 
@@ -50,7 +52,7 @@ print(json.dumps(state))
 @pytest.fixture(scope="session")
 def fresh_verl() -> dict[str, Any]:
     """``FRESH_VERL_PROBE``'s findings (one fresh interpreter per worker that asks; its tests share an xdist group)."""
-    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "auto"}
+    env = {**os.environ, "VERL_USE_EXTERNAL_PLUGINS": "auto", "MR_SEARCH_FAULT": "engine-stop@7"}
     done = subprocess.run(
         [sys.executable, "-c", FRESH_VERL_PROBE], capture_output=True, text=True, env=env, timeout=300
     )

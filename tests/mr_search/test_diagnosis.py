@@ -40,6 +40,12 @@ def test_other_known_failures_and_none() -> None:
     assert "flash-attn" in diagnose("ImportError: No module named 'flash_attn'").fix
     assert diagnose("ray.exceptions.ActorDiedError: The actor died").cause == "the rollout engine stopped answering"
     assert diagnose("all good") is None
+    lost = diagnose(
+        "ray.exceptions.ActorDiedError: The actor died\nmr_search.trainer.engine_guard.EngineCallFailed: "
+        "rollout engine lost in the weight sync after step 2: it did not finish within 300 s"
+    )
+    assert lost.cause.startswith("the rollout engine died or hung in a call between generations")
+    assert "the same command resumes" in lost.fix and "weight_sync_timeout_s" in lost.fix
 
 
 def test_only_the_tail_is_read() -> None:

@@ -14,3 +14,9 @@ def test_import_verl_registers_every_part(fresh_verl: dict) -> None:
     assert "mr_hf/async" in found["rollouts"], found["rollouts"]
     assert "mr_hf" in found["replicas"], found["replicas"]
     assert "mr_search" in found["trainers"], found["trainers"]
+
+
+@pytest.mark.xdist_group("fresh_verl")
+def test_a_fault_asked_for_is_installed_on_the_rollout_adapters(fresh_verl: dict) -> None:
+    """The probe's interpreter runs with MR_SEARCH_FAULT=engine-stop@7: `import verl` installs it (mr_search.faults)."""
+    assert fresh_verl["fault_on_cpu_adapter"] == "Fault(action='engine-stop', step=7)"

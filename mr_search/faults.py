@@ -1,0 +1,204 @@
+"""Fault injection for recovery checks: ``MR_SEARCH_FAULT=<action>@<step>`` makes the rollout engine fail in the middle
+of the weight sync after training step ``<step>``, as a crashed or hung engine would, so that what the run does then
+(end within ``mr_search.trainer.weight_sync_timeout_s``, name the cause, resume with the same command) can be shown
+on a real engine. Off unless the variable is set; the plugin installs it in every process of a run that sets it.
+
+Actions, on the engine server of replica 0 (the process Ray runs the server actor in, and the processes under it):
+
+- ``engine-kill``: SIGKILL the processes that hold the model: the server's child processes (vLLM's engine core,
+  SGLang's scheduler and detokenizer), or the server itself when it has none (the CPU backend's);
+- ``engine-stop``: SIGSTOP the same processes: an engine that hangs;
+- ``server-kill``: SIGKILL the server actor's own process (Ray then reports the server dead).
+
+It fires in the trainer rank 0 process, inside verl's weight sync (the rollout adapter's ``update_weights``), after the
+first tensor has been handed to the sender: the engine has already been woken and told to receive.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import re
+import signal
+import time
+from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Final
+
+from mr_search.import_hooks import when_imported
+
+logger = logging.getLogger(__name__)
+
+FAULT_ENV: Final = "MR_SEARCH_FAULT"
+ACTIONS: Final = ("engine-kill", "engine-stop", "server-kill")
+# The in-worker rollout adapters whose update_weights carries a weight sync: module -> class.
+ADAPTERS: Final = {
+    "verl.workers.rollout.vllm_rollout.vllm_rollout": "ServerAdapter",
+    "verl.workers.rollout.sglang_rollout.sglang_rollout": "ServerAdapter",
+    "mr_search.cpu.adapter": "HFServerAdapter",
+}
+# Where each adapter keeps its Ray handle of the engine server (vLLM, SGLang, the CPU backend).
+SERVER_ATTRIBUTES: Final = ("server_handle", "server_actor", "_server")
+_PATCHED: Final = "_mr_search_fault"
+
+
+@dataclass(frozen=True)
+class Fault:
+    action: str
+    step: int
+
+
+def parse(text: str) -> Fault:
+    """``engine-kill@2`` -> ``Fault("engine-kill", 2)``.
+
+    Raises:
+        ValueError: not ``<action>@<step>`` with a known action and a step >= 0, naming the valid forms.
+    """
+    match = re.fullmatch(r"\s*([a-z-]+)@(\d+)\s*", text)
+    if match is None or match.group(1) not in ACTIONS:
+        raise ValueError(
+            f"{FAULT_ENV}={text!r} is not <action>@<step>: the actions are {', '.join(ACTIONS)}, the step the one "
+            "whose weight sync fails (0: the first sync, at start-up), e.g. engine-kill@2"
+        )
+    return Fault(match.group(1), int(match.group(2)))
+
+
+def from_env(env: Mapping[str, str] = os.environ) -> Fault | None:
+    """The fault ``MR_SEARCH_FAULT`` asks for, or None when it is unset or empty."""
+    text = env.get(FAULT_ENV, "")
+    return parse(text) if text.strip() else None
+
+
+def process_tree(pid: int, proc: Path = Path("/proc")) -> list[int]:
+    """``pid``'s descendants (children first), read from ``/proc``."""
+    children: dict[int, list[int]] = {}
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:  # gone since the listing
+            continue
+        parent = int(stat.rsplit(")", 1)[1].split()[1])  # the field after the state; the name may hold spaces
+        children.setdefault(parent, []).append(int(entry.name))
+    found, queue = [], list(children.get(pid, []))
+    while queue:
+        child = queue.pop(0)
+        found.append(child)
+        queue.extend(children.get(child, []))
+    return found
+
+
+def process_name(pid: int, proc: Path = Path("/proc")) -> str:
+    """A process's name as ``ps`` shows it (Ray's and the engines' process titles), or ``?`` once it is gone."""
+    try:
+        return (proc / str(pid) / "comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def targets(action: str, server_pid: int, tree: Callable[[int], list[int]] = process_tree) -> tuple[list[int], int]:
+    """The processes an action hits and the signal it sends them."""
+    if action == "server-kill":
+        return [server_pid], signal.SIGKILL
+    under = tree(server_pid)
+    return (under or [server_pid]), (signal.SIGSTOP if action == "engine-stop" else signal.SIGKILL)
+
+
+def _own_pid(_actor: Any) -> int:
+    return os.getpid()
+
+
+def strike(adapter: Any, fault: Fault, step: int) -> list[int]:
+    """Carries out ``fault`` on the engine server ``adapter`` talks to; returns the pids it signalled."""
+    import ray
+
+    server = next((getattr(adapter, name) for name in SERVER_ATTRIBUTES if getattr(adapter, name, None)), None)
+    if server is None:
+        raise RuntimeError(
+            f"{FAULT_ENV}: {type(adapter).__name__} holds no engine server handle ({', '.join(SERVER_ATTRIBUTES)})"
+        )
+    server_pid = ray.get(server.__ray_call__.remote(_own_pid), timeout=60)
+    pids, sig = targets(fault.action, server_pid)
+    logger.warning(
+        "%s=%s@%d: sending %s to %s (engine server pid %d) in the weight sync after step %d",
+        FAULT_ENV,
+        fault.action,
+        fault.step,
+        signal.Signals(sig).name,
+        ", ".join(f"{pid} {process_name(pid)}" for pid in pids),
+        server_pid,
+        step,
+    )
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError):  # already gone
+            os.kill(pid, sig)
+    time.sleep(0.5)  # let the signals land before the sender goes on
+    return pids
+
+
+def firing(weights: Any, fire: Callable[[], object]) -> Any:
+    """``weights`` (a sync or async iterable of named tensors) that calls ``fire()`` once, after the first item."""
+    if hasattr(weights, "__aiter__"):
+
+        async def async_items() -> AsyncIterator[Any]:
+            fired = False
+            async for item in weights:
+                yield item
+                if not fired:
+                    fired = True
+                    fire()
+
+        return async_items()
+
+    def items() -> Iterator[Any]:
+        iterator = iter(weights)
+        for item in iterator:
+            yield item
+            fire()
+            yield from iterator
+
+    return items()
+
+
+def patch(cls: type, fault: Fault, rank: Callable[[], int] = lambda: int(os.environ.get("RANK", "0"))) -> None:
+    """Wraps ``cls.update_weights`` so that rank 0's sync after step ``fault.step`` fires the fault (idempotent)."""
+    original = cls.update_weights
+    if getattr(original, _PATCHED, None) is not None:
+        return
+
+    async def update_weights(self: Any, weights: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
+        step = kwargs.get("global_steps")
+        if step == fault.step and rank() == 0:
+            weights = firing(weights, lambda: strike(self, fault, step))
+        return await original(self, weights, *args, **kwargs)
+
+    setattr(update_weights, _PATCHED, fault)
+    update_weights.__wrapped__ = original  # type: ignore[attr-defined]
+    cls.update_weights = update_weights  # type: ignore[method-assign]
+
+
+def install(fault: Fault) -> None:
+    """Patches each rollout adapter as soon as its module is imported."""
+    logger.warning("%s=%s@%d: fault injection is on in this process", FAULT_ENV, fault.action, fault.step)
+    for module_name, class_name in ADAPTERS.items():
+
+        def on_import(module: ModuleType, class_name: str = class_name) -> None:
+            patch(getattr(module, class_name), fault)
+
+        when_imported(module_name, on_import)
+
+
+def register() -> None:
+    """The plugin's hook: installs the fault ``MR_SEARCH_FAULT`` names, if any (a bad value is logged, and stops the
+    trainer at start-up: ``mr_search.trainer.startup``)."""
+    try:
+        fault = from_env()
+    except ValueError:
+        logger.exception("fault injection not installed")
+        return
+    if fault is not None:
+        install(fault)
