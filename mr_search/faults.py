@@ -21,6 +21,7 @@ import logging
 import os
 import re
 import signal
+import sys
 import time
 from collections.abc import AsyncIterator, Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -123,15 +124,14 @@ def strike(adapter: Any, fault: Fault, step: int) -> list[int]:
         )
     server_pid = ray.get(server.__ray_call__.remote(_own_pid), timeout=60)
     pids, sig = targets(fault.action, server_pid)
-    logger.warning(
-        "%s=%s@%d: sending %s to %s (engine server pid %d) in the weight sync after step %d",
-        FAULT_ENV,
-        fault.action,
-        fault.step,
-        signal.Signals(sig).name,
-        ", ".join(f"{pid} {process_name(pid)}" for pid in pids),
-        server_pid,
-        step,
+    # Printed, not logged: in a vLLM run the trainer worker's logged line never reached the console (the engine's
+    # import may change that worker's logging); Ray forwards a worker's stderr to the driver's console.
+    hit = ", ".join(f"{pid} {process_name(pid)}" for pid in pids)
+    print(
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')} {FAULT_ENV}={fault.action}@{fault.step}: sending "
+        f"{signal.Signals(sig).name} to {hit} (engine server pid {server_pid}) in the weight sync after step {step}",
+        file=sys.stderr,
+        flush=True,
     )
     for pid in pids:
         with contextlib.suppress(ProcessLookupError):  # already gone

@@ -100,7 +100,7 @@ class _Handle:
 
 @pytest.mark.parametrize(("action", "state"), [("engine-stop", "T"), ("engine-kill", "Z")])
 def test_strike_signals_the_servers_children(
-    monkeypatch: pytest.MonkeyPatch, server: subprocess.Popen, action: str, state: str
+    monkeypatch: pytest.MonkeyPatch, server: subprocess.Popen, action: str, state: str, capfd: pytest.CaptureFixture
 ) -> None:
     import ray
 
@@ -111,6 +111,10 @@ def test_strike_signals_the_servers_children(
     assert sorted(hit) == sorted(children)
     assert set(_children_state(server.pid)) == {state}, "stopped (T) or killed and not reaped (Z)"
     assert server.poll() is None, "the server itself is left alone"
+    signal_name = "SIGSTOP" if action == "engine-stop" else "SIGKILL"
+    named = ", ".join(f"{pid} sleep" for pid in hit)
+    line = f"MR_SEARCH_FAULT={action}@1: sending {signal_name} to {named} (engine server pid {server.pid})"
+    assert line in capfd.readouterr().err
 
 
 def test_strike_without_a_server_handle_says_so() -> None:
