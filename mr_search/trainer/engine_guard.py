@@ -11,6 +11,7 @@ out. The message names the call, what went wrong and the checkpoint the same com
 
 from __future__ import annotations
 
+import logging
 import re
 import threading
 import time
@@ -22,6 +23,8 @@ from pathlib import Path
 from typing import Any, Final, TypeVar
 
 T = TypeVar("T")
+
+logger = logging.getLogger(__name__)
 
 TIMEOUT_KEY: Final = "mr_search.trainer.weight_sync_timeout_s"
 DEFAULT_TIMEOUT_S: Final = 300.0
@@ -123,6 +126,13 @@ def run_bounded(
         except BaseException as error:  # handed to the waiting thread, which raises it
             future.set_exception(error)
 
+    def look() -> list[str]:
+        try:
+            return probe()
+        except Exception:  # a look that fails says nothing about the engine; the call's own end or limit decides
+            logger.warning("could not ask the engine servers whether they are alive", exc_info=True)
+            return []
+
     threading.Thread(target=target, name=f"engine call: {what}", daemon=True).start()
     deadline = clock() + timeout_s
     while True:
@@ -131,18 +141,18 @@ def run_bounded(
         except FutureTimeout:
             pass
         except Exception as error:
-            found = "".join(f"; {line}" for line in probe())
+            found = "".join(f"; {line}" for line in look())
             raise EngineCallFailed(
                 f"rollout engine lost in {what}: it raised {describe(error)}{found}. {resume_line()}"
             ) from error
-        dead = probe()
+        dead = look()
         if dead:
             raise EngineCallFailed(f"rollout engine lost in {what}: {'; '.join(dead)}. {resume_line()}")
         if clock() >= deadline:
             raise EngineCallFailed(
-                f"rollout engine lost in {what}: it did not finish within {timeout_s:g} s ({TIMEOUT_KEY}) while every "
-                "engine server still answered Ray: a process under a server (vLLM's engine core, SGLang's scheduler) "
-                f"may have died or hung; the engine's own lines above say which. {resume_line()}"
+                f"rollout engine lost in {what}: it did not finish within {timeout_s:g} s ({TIMEOUT_KEY}) and Ray "
+                "reported no engine server dead: a process under a server (vLLM's engine core, SGLang's scheduler) "
+                f"may have died, or the engine hung; the engine's own lines above say which. {resume_line()}"
             )
 
 

@@ -94,7 +94,14 @@ def test_a_hung_call_with_live_servers_ends_at_the_time_limit_naming_the_knob() 
     assert 0.3 <= elapsed < 3
     message = str(failed.value)
     assert "did not finish within 0.3 s (mr_search.trainer.weight_sync_timeout_s)" in message
-    assert "every engine server still answered Ray" in message and message.endswith("RESUME.")
+    assert "Ray reported no engine server dead" in message and message.endswith("RESUME.")
+
+
+def test_a_look_that_fails_does_not_end_a_healthy_call() -> None:
+    def probe() -> list[str]:
+        raise ConnectionError("Ray is gone")
+
+    assert _bounded(lambda: time.sleep(0.1) or "done", probe=probe) == "done"
 
 
 def test_a_call_slower_than_the_look_interval_is_waited_for() -> None:
