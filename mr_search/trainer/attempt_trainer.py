@@ -94,18 +94,18 @@ class MRSearchTrainer(PPOTrainerSync):
 
     def on_init_end(self) -> None:
         """verl's first weight sync (after a checkpoint load), bounded (``mr_search.trainer.engine_guard``)."""
-        self._engine_call("the first weight sync", super().on_init_end)
+        self.engine_call("the first weight sync", super().on_init_end)
 
     def on_sample_end(self) -> None:
         """verl's release of the engines' memory after generation, bounded."""
         what = f"the engines' memory release after step {self.global_steps}'s generation"
-        self._engine_call(what, super().on_sample_end)
+        self.engine_call(what, super().on_sample_end)
 
     def on_step_end(self) -> None:
         """verl's weight sync after the update (and the step's checkpoint), bounded."""
-        self._engine_call(f"the weight sync after step {self.global_steps}", super().on_step_end)
+        self.engine_call(f"the weight sync after step {self.global_steps}", super().on_step_end)
 
-    def _engine_call(self, what: str, call: Callable[[], None]) -> None:
+    def engine_call(self, what: str, call: Callable[[], None]) -> None:
         """``call()`` under ``mr_search.trainer.weight_sync_timeout_s`` with the engine servers watched: a dead or hung
         engine ends the run with the cause and the checkpoint to resume from, not a wait without end."""
         checkpoints = Path(self.config.trainer.default_local_dir)

@@ -152,7 +152,8 @@ def rewind_and_resume(trainer: Any) -> ResumeRecord:
             "train >= 2 steps with trainer.save_freq=1 and trainer.max_actor_ckpt_to_keep >= 2 (or null)"
         )
     at_end = copy.deepcopy(trainer.train_dataloader.state_dict())
-    trainer.checkpoint_manager.sleep_replicas()  # as at start-up: the engine holds no weights while the actor loads
+    # as at start-up: the engine holds no weights while the actor loads (bounded, as every engine call of the trainer)
+    trainer.engine_call("the engines' memory release before the resume", trainer.checkpoint_manager.sleep_replicas)
 
     rewound = _load(trainer, "resume_path", str(previous))
     loader_rewound = trainer.train_dataloader.state_dict()
@@ -162,7 +163,10 @@ def rewind_and_resume(trainer: Any) -> ResumeRecord:
     resumed = _load(trainer, mode, None) if mode == "auto" else _load(trainer, "resume_path", str(last))
     loader_resumed = trainer.train_dataloader.state_dict()
     resumed_state = _save_actor(trainer, ckpt_dir / SCRATCH_NAME)
-    trainer.checkpoint_manager.update_weights(trainer.global_steps)  # as verl's sync trainer does after a load
+    # as verl's sync trainer does after a load
+    trainer.engine_call(
+        "the weight sync after the resume", lambda: trainer.checkpoint_manager.update_weights(trainer.global_steps)
+    )
 
     return ResumeRecord(
         saved_step=saved,
