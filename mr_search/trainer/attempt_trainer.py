@@ -29,11 +29,16 @@ from mr_search.config_checks import subtree
 from mr_search.contract import COLUMNS
 from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
-from mr_search.trainer.engine_guard import LastCheckpoint, dead_servers, replica_servers, run_bounded, timeout_seconds
+from mr_search.trainer.engine_guard import LastCheckpoint, dead_servers, replica_servers, run_bounded
 from mr_search.trainer.metrics import attempt_statistics, episode_statistics
 from mr_search.trainer.resume_check import resume_and_continue
 from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
-from mr_search.trainer.startup import check_training_options, replay_poll_seconds, resume_steps
+from mr_search.trainer.startup import (
+    check_training_options,
+    replay_poll_seconds,
+    resume_steps,
+    weight_sync_timeout_seconds,
+)
 from mr_search.trainer.validation import AttemptsOnRows, validation_speed
 
 logger = logging.getLogger(__name__)
@@ -112,7 +117,7 @@ class MRSearchTrainer(PPOTrainerSync):
         run_bounded(
             call,
             what=what,
-            timeout_s=timeout_seconds(subtree(self.config, "trainer")),
+            timeout_s=weight_sync_timeout_seconds(self.config),
             probe=lambda: dead_servers(replica_servers(getattr(self.checkpoint_manager, "replicas", []))),
             resume_line=lambda: LastCheckpoint.of(checkpoints).resume_line(),
         )

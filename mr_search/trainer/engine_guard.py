@@ -27,7 +27,6 @@ T = TypeVar("T")
 logger = logging.getLogger(__name__)
 
 TIMEOUT_KEY: Final = "mr_search.trainer.weight_sync_timeout_s"
-DEFAULT_TIMEOUT_S: Final = 300.0
 POLL_S: Final = 2.0  # how often a waiting call looks at the engine servers
 PING_S: Final = 1.0  # how long one look waits for the pings; a server that has not answered by then is not judged
 
@@ -154,18 +153,3 @@ def run_bounded(
                 "reported no engine server dead: a process under a server (vLLM's engine core, SGLang's scheduler) "
                 f"may have died, or the engine hung; the engine's own lines above say which. {resume_line()}"
             )
-
-
-def timeout_seconds(trainer_options: Any) -> float:
-    """``mr_search.trainer.weight_sync_timeout_s`` from the ``mr_search.trainer`` subtree (absent: 300 s).
-
-    Raises:
-        ValueError: not a number of seconds > 0, naming the key.
-    """
-    value = (trainer_options or {}).get("weight_sync_timeout_s", DEFAULT_TIMEOUT_S)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(
-            f"{TIMEOUT_KEY}={value!r} must be a number of seconds > 0 (the longest weight sync measured: 5.5 s at "
-            f"the 7B shape; default {DEFAULT_TIMEOUT_S:g})"
-        )
-    return float(value)

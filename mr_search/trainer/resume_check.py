@@ -34,6 +34,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from mr_search.trainer.engine_guard import LastCheckpoint
+
 RECORD_NAME: Final = "resume_check.json"
 SCRATCH_NAME: Final = "resume_check_scratch"
 PARTS: Final = ("model", "optim")  # verl's FSDP checkpoint files: {part}_world_size_{w}_rank_{r}.pt
@@ -143,8 +145,7 @@ def rewind_and_resume(trainer: Any) -> ResumeRecord:
         RuntimeError: the checkpoints the rewind needs are missing (naming the settings that keep them).
     """
     ckpt_dir = Path(trainer.config.trainer.default_local_dir)
-    latest = ckpt_dir / "latest_checkpointed_iteration.txt"
-    saved = int(latest.read_text().strip()) if latest.exists() else 0
+    saved = LastCheckpoint.of(ckpt_dir).step or 0
     previous = ckpt_dir / f"global_step_{saved - 1}"
     if saved < 2 or not (previous / "actor").is_dir() or not (ckpt_dir / f"global_step_{saved}" / "actor").is_dir():
         raise RuntimeError(

@@ -9,11 +9,11 @@ from omegaconf import OmegaConf
 
 from mr_search.agent.config import EpisodeConfig
 from mr_search.config_checks import subtree
-from mr_search.trainer.engine_guard import timeout_seconds
 
 logger = logging.getLogger(__name__)
 
 VERL_REPLAY_POLL_S = 2.0  # verl.trainer.ppo.v1.replay_buffer.ReplayBuffer's default poll_interval
+DEFAULT_WEIGHT_SYNC_TIMEOUT_S = 300.0
 TRAINER_KEYS = ("replay_poll_s", "resume_steps", "weight_sync_timeout_s")  # the keys of mr_search.trainer
 
 # Per-GPU micro-batch keys of verl's actor_rollout_ref and what each is split out of: the update's out of one GPU's
@@ -40,7 +40,7 @@ def check_training_options(config: Any) -> None:
     RewardConfig.from_config(subtree(config, "reward"))
     replay_poll_seconds(config)
     resume_steps(config)
-    timeout_seconds(subtree(config, "trainer"))
+    weight_sync_timeout_seconds(config)
     fit_micro_batches(config)
 
 
@@ -55,11 +55,29 @@ def replay_poll_seconds(config: Any) -> float:
     unknown = sorted(set(trainer) - set(TRAINER_KEYS))
     if unknown:
         raise ValueError(f"mr_search.trainer has unknown keys {unknown}; its keys are {list(TRAINER_KEYS)}")
-    value = trainer.get("replay_poll_s", VERL_REPLAY_POLL_S)
+    return _seconds(trainer, "replay_poll_s", VERL_REPLAY_POLL_S, "the project's configs: 0.05")
+
+
+def weight_sync_timeout_seconds(config: Any) -> float:
+    """``mr_search.trainer.weight_sync_timeout_s``: how long a weight sync or an engine memory release may take before
+    the run ends (``mr_search.trainer.engine_guard``); 300 s when the key is absent.
+
+    Raises:
+        ValueError: not a number > 0, naming the key.
+    """
+    hint = f"the longest weight sync measured: 5.5 s at the 7B shape; default {DEFAULT_WEIGHT_SYNC_TIMEOUT_S:g}"
+    return _seconds(subtree(config, "trainer") or {}, "weight_sync_timeout_s", DEFAULT_WEIGHT_SYNC_TIMEOUT_S, hint)
+
+
+def _seconds(trainer: Any, key: str, default: float, hint: str) -> float:
+    """``mr_search.trainer.<key>`` (``trainer`` is that subtree), a number of seconds > 0; ``default`` when absent.
+
+    Raises:
+        ValueError: anything else, naming the key and ``hint``.
+    """
+    value = trainer.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
-        raise ValueError(
-            f"mr_search.trainer.replay_poll_s={value!r} must be a number of seconds > 0 (the project's configs: 0.05)"
-        )
+        raise ValueError(f"mr_search.trainer.{key}={value!r} must be a number of seconds > 0 ({hint})")
     return float(value)
 
 

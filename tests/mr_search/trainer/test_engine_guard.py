@@ -16,8 +16,8 @@ from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
 from mr_search.trainer import engine_guard
 from mr_search.trainer.attempt_trainer import MRSearchTrainer
-from mr_search.trainer.engine_guard import EngineCallFailed, LastCheckpoint, run_bounded, timeout_seconds
-from mr_search.trainer.startup import check_training_options
+from mr_search.trainer.engine_guard import EngineCallFailed, LastCheckpoint, run_bounded
+from mr_search.trainer.startup import check_training_options, weight_sync_timeout_seconds
 
 
 def _bounded(call, *, timeout_s: float = 5.0, probe=lambda: [], poll_s: float = 0.02) -> Any:
@@ -175,8 +175,11 @@ def test_a_bad_time_limit_stops_at_start_up_naming_the_key(value: Any) -> None:
 
 
 def test_the_time_limit_defaults_to_300_s() -> None:
-    assert timeout_seconds(None) == timeout_seconds({}) == 300.0
-    assert timeout_seconds({"weight_sync_timeout_s": 20}) == 20.0
+    def config(trainer: dict | None) -> Any:
+        return OmegaConf.create({"mr_search": {} if trainer is None else {"trainer": trainer}})
+
+    assert weight_sync_timeout_seconds(config(None)) == weight_sync_timeout_seconds(config({})) == 300.0
+    assert weight_sync_timeout_seconds(config({"weight_sync_timeout_s": 20})) == 20.0
 
 
 @pytest.mark.parametrize(
