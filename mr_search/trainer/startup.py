@@ -7,6 +7,7 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
+from mr_search import faults
 from mr_search.agent.config import EpisodeConfig
 from mr_search.config_checks import subtree
 
@@ -41,6 +42,7 @@ def check_training_options(config: Any) -> None:
     replay_poll_seconds(config)
     resume_steps(config)
     weight_sync_timeout_seconds(config)
+    faults.from_env()  # a bad MR_SEARCH_FAULT: the plugin only logged it in each process
     fit_micro_batches(config)
 
 

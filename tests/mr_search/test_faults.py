@@ -41,6 +41,16 @@ def test_a_bad_value_names_the_valid_forms(text: str) -> None:
         faults.parse(text)
 
 
+def test_a_bad_value_stops_the_trainer_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
+    from omegaconf import OmegaConf
+
+    from mr_search.trainer.startup import check_training_options
+
+    monkeypatch.setenv("MR_SEARCH_FAULT", "engine-kill")
+    with pytest.raises(ValueError, match=r"MR_SEARCH_FAULT='engine-kill' is not <action>@<step>"):
+        check_training_options(OmegaConf.create({"mr_search": {}}))
+
+
 def test_from_env_is_off_when_unset_or_empty() -> None:
     assert faults.from_env({}) is None and faults.from_env({"MR_SEARCH_FAULT": " "}) is None
     assert faults.from_env({"MR_SEARCH_FAULT": "engine-kill@1"}) == Fault("engine-kill", 1)
