@@ -113,7 +113,7 @@ def _own_pid(_actor: Any) -> int:
     return os.getpid()
 
 
-def strike(adapter: Any, fault: Fault, step: int) -> list[int]:
+def strike(adapter: Any, fault: Fault) -> list[int]:
     """Carries out ``fault`` on the engine server ``adapter`` talks to; returns the pids it signalled."""
     import ray
 
@@ -127,9 +127,10 @@ def strike(adapter: Any, fault: Fault, step: int) -> list[int]:
     # Printed, not logged: in a vLLM run the trainer worker's logged line never reached the console (the engine's
     # import may change that worker's logging); Ray forwards a worker's stderr to the driver's console.
     hit = ", ".join(f"{pid} {process_name(pid)}" for pid in pids)
+    name = signal.Signals(sig).name
     print(
-        f"{time.strftime('%Y-%m-%d %H:%M:%S')} {FAULT_ENV}={fault.action}@{fault.step}: sending "
-        f"{signal.Signals(sig).name} to {hit} (engine server pid {server_pid}) in the weight sync after step {step}",
+        f"{time.strftime('%Y-%m-%d %H:%M:%S')} {FAULT_ENV}={fault.action}@{fault.step}: sending {name} to {hit} "
+        f"(engine server pid {server_pid}) in the weight sync after step {fault.step}",
         file=sys.stderr,
         flush=True,
     )
@@ -171,9 +172,8 @@ def patch(cls: type, fault: Fault, rank: Callable[[], int] = lambda: int(os.envi
         return
 
     async def update_weights(self: Any, weights: Iterable[Any], *args: Any, **kwargs: Any) -> Any:
-        step = kwargs.get("global_steps")
-        if step == fault.step and rank() == 0:
-            weights = firing(weights, lambda: strike(self, fault, step))
+        if kwargs.get("global_steps") == fault.step and rank() == 0:
+            weights = firing(weights, lambda: strike(self, fault))
         return await original(self, weights, *args, **kwargs)
 
     setattr(update_weights, _PATCHED, fault)

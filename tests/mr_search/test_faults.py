@@ -117,7 +117,7 @@ def test_strike_signals_the_servers_children(
     monkeypatch.setattr(ray, "get", lambda pid, timeout: pid)
     adapter = type("Adapter", (), {"server_handle": _Handle(server.pid)})()
     children = faults.process_tree(server.pid)
-    hit = faults.strike(adapter, Fault(action, 1), step=1)
+    hit = faults.strike(adapter, Fault(action, 1))
     assert sorted(hit) == sorted(children)
     assert set(_children_state(server.pid)) == {state}, "stopped (T) or killed and not reaped (Z)"
     assert server.poll() is None, "the server itself is left alone"
@@ -129,7 +129,7 @@ def test_strike_signals_the_servers_children(
 
 def test_strike_without_a_server_handle_says_so() -> None:
     with pytest.raises(RuntimeError, match="holds no engine server handle"):
-        faults.strike(object(), Fault("engine-kill", 1), step=1)
+        faults.strike(object(), Fault("engine-kill", 1))
 
 
 def test_firing_fires_once_after_the_first_item_sync_and_async() -> None:
@@ -162,12 +162,12 @@ class _Adapter:
 def test_patch_fires_in_rank_0_at_the_named_step_only(
     monkeypatch: pytest.MonkeyPatch, step: int, rank: int, fires: bool
 ) -> None:
-    struck: list[tuple[Fault, int]] = []
-    monkeypatch.setattr(faults, "strike", lambda adapter, fault, step: struck.append((fault, step)))
+    struck: list[Fault] = []
+    monkeypatch.setattr(faults, "strike", lambda adapter, fault: struck.append(fault))
     cls = type("Adapter", (_Adapter,), {})
     faults.patch(cls, Fault("engine-kill", 2), rank=lambda: rank)
     faults.patch(cls, Fault("engine-kill", 2), rank=lambda: rank)  # a second install keeps one wrapper
     assert cls.update_weights.__wrapped__ is _Adapter.update_weights
     sent = asyncio.run(cls().update_weights(iter([("a", 1), ("b", 2)]), peft_config=None, global_steps=step))
     assert sent == [("a", 1), ("b", 2)]
-    assert struck == ([(Fault("engine-kill", 2), 2)] if fires else [])
+    assert struck == ([Fault("engine-kill", 2)] if fires else [])
