@@ -92,8 +92,10 @@ WARM_START="${WARM_START:-}"             # an HF model dir to start every arm fr
                                        # python -m mr_search_embedded.warmstart --device cuda); empty: built here, cached
 REFLECTION_QUESTION="${REFLECTION_QUESTION:-}"  # 1: the reflection turns end with the question's line (paper: 0), in
                                        # every training and evaluation; empty: as the warm start was trained
-ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"    # cpu | hf (the same transformers rollout; trainer and rollout on one GPU);
-                                       # empty: hf when a GPU is usable, else cpu
+ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"    # cpu | hf (the same transformers rollout; trainer and rollout on one GPU) |
+                                       # sglang | vllm (the engine serves rollouts on the one GPU, the lab's fast step:
+                                       # python -m mr_search_embedded.gpu_step overrides fast); empty: hf when a GPU
+                                       # is usable, else cpu
 DRY_RUN="${DRY_RUN:-0}"
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
@@ -119,7 +121,8 @@ whole TIME_AIM_MIN "$TIME_AIM_MIN"
   || die "WARM_START=$WARM_START holds no HF model (config.json); give a warm start's folder or leave it empty"
 [[ "$REFLECTION_QUESTION" =~ ^[01]?$ ]] \
   || die "REFLECTION_QUESTION=$REFLECTION_QUESTION is not valid; use 0 (paper), 1, or leave it empty (the warm start's)"
-[[ "$ROLLOUT_ENGINE" =~ ^(|cpu|hf)$ ]] || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use cpu or hf (or leave it empty)"
+[[ "$ROLLOUT_ENGINE" =~ ^(|cpu|hf|sglang|vllm)$ ]] \
+  || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE is not valid; use cpu, hf, sglang or vllm (or leave it empty)"
 [[ "$POLICY" =~ ^(tiny|small)$ ]] || die "POLICY=$POLICY is not valid; use tiny or small"
 [[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
 ((ATTEMPTS > 1)) || die "ATTEMPTS=$ATTEMPTS is not valid; MR-Search needs >= 2 attempts (the baseline is K = 1)"
@@ -222,8 +225,16 @@ if [[ -z "$ROLLOUT_ENGINE" ]]; then
 fi
 machine="$(nproc) CPU cores ($(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)), \
 $(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo)"
-if [[ "$ROLLOUT_ENGINE" == hf ]]; then
-  machine+=", training and rollouts on one GPU ($(gpu_name)), evaluation on CPU"
+step_overrides=()  # the lab's step on an engine (mr_search_embedded/gpu_step.py says why each)
+if [[ "$ROLLOUT_ENGINE" =~ ^(sglang|vllm)$ ]]; then
+  mapfile -t step_overrides < <("$PYTHON" -m mr_search_embedded.gpu_step overrides fast)
+  # A KV cache sized for the tiny policy, so that several runs share the card; no CUDA graphs (their capture costs
+  # more start-up than a tiny policy's decode gains); no memory saver (policy and engine fit side by side).
+  export GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.1}" ENFORCE_EAGER="${ENFORCE_EAGER:-1}"
+  export SGLANG_MEMORY_SAVER="${SGLANG_MEMORY_SAVER:-0}"
+fi
+if [[ "$ROLLOUT_ENGINE" =~ ^(hf|sglang|vllm)$ ]]; then
+  machine+=", training and rollouts ($ROLLOUT_ENGINE) on one GPU ($(gpu_name)), evaluation on CPU"
 else
   machine+=", no GPU used, shared with other jobs"
 fi
@@ -267,7 +278,7 @@ train() {  # train <run dir> <arm> <steps> <seed>
     SAVE_FREQ=1 TEST_FREQ=-1 RETRIEVER_URL="$RETRIEVER_URL" START_RETRIEVER=0 PYTHON="$PYTHON" \
     bash "$ROOT/train_grpo_step.sh" "data.seed=$seed" "actor_rollout_ref.rollout.seed=$seed" \
     "actor_rollout_ref.actor.data_loader_seed=$seed" "trainer.max_actor_ckpt_to_keep=null" "${feedback_override[@]}" \
-    "${restate_override[@]}" \
+    "${restate_override[@]}" "${step_overrides[@]}" \
     >>"$run.log" 2>&1 || die "training failed; log: $run.log"
   echo "$start $(date +%s) $steps" >>"$run.times"  # the next plan's launch overhead
 }

@@ -121,7 +121,7 @@ def test_one_name_per_knob_and_retired_knobs_are_named(tmp_path: Path, env: dict
         ({"EVAL_RESPONSE_LENGTH": "lots"}, "EVAL_RESPONSE_LENGTH=lots is not valid"),
         ({"RETRIEVER_URL": "http://example.com:80"}, "use http://127.0.0.1:<port>"),
         ({"TOKEN_TOLERANCE": "5%"}, "TOKEN_TOLERANCE=5% is not valid"),
-        ({"ROLLOUT_ENGINE": "sglang"}, "ROLLOUT_ENGINE=sglang is not valid; use cpu or hf"),
+        ({"ROLLOUT_ENGINE": "trt"}, "ROLLOUT_ENGINE=trt is not valid; use cpu, hf, sglang or vllm"),
         ({"LR": "fast"}, "LR=fast is not valid; use a number like 1e-4"),
         ({"OUTCOME_FEEDBACK": "yes"}, "OUTCOME_FEEDBACK=yes is not valid; use 0 (paper) or 1"),
         ({"WARM_START": "/nowhere"}, "WARM_START=/nowhere holds no HF model (config.json)"),
