@@ -96,6 +96,9 @@ ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"    # cpu | hf (the same transformers rollou
                                        # sglang | vllm (the engine serves rollouts on the one GPU, the lab's fast step:
                                        # python -m mr_search_embedded.gpu_step overrides fast); empty: hf when a GPU
                                        # is usable, else cpu
+PLAN_GATE="${PLAN_GATE:-1}"              # 1: nothing trains or reads the test split until REPORT_DIR/plan.md is committed
+                                       # as it stands (the report states the commit's time and each launch's); 0: a
+                                       # run that tests nothing (a smoke run), said so in its report
 DRY_RUN="${DRY_RUN:-0}"
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
@@ -116,6 +119,7 @@ whole TIME_AIM_MIN "$TIME_AIM_MIN"
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OVERLAP_EVAL" =~ ^[01]$ ]] || die "OVERLAP_EVAL=$OVERLAP_EVAL is not valid; use 1 (default) or 0"
+[[ "$PLAN_GATE" =~ ^[01]$ ]] || die "PLAN_GATE=$PLAN_GATE is not valid; use 1 (the plan committed first) or 0 (no test)"
 [[ "$OUTCOME_FEEDBACK" =~ ^[01]$ ]] || die "OUTCOME_FEEDBACK=$OUTCOME_FEEDBACK is not valid; use 0 (paper) or 1"
 [[ -z "$WARM_START" || -f "$WARM_START/config.json" ]] \
   || die "WARM_START=$WARM_START holds no HF model (config.json); give a warm start's folder or leave it empty"
@@ -185,6 +189,13 @@ TRAIN_FILE="${files[0]}" DEV_FILE="${files[1]}" TEST_FILE="${files[2]}"
 "$PYTHON" -m mr_search_embedded.compare plan "${plan_args[@]}" --train "$TRAIN_FILE" --dev "$DEV_FILE" \
   --test "$TEST_FILE" --out "$WORK_DIR" --report-dir "$REPORT_DIR" || die "the plan could not be written (above)"
 echo "compare.sh: the plan is in $WORK_DIR/plan.md and $REPORT_DIR/plan.md"
+gate_flag=()
+[[ "$PLAN_GATE" == 1 ]] || gate_flag=(--off)
+"$PYTHON" -m mr_search_embedded.compare gate --plan "$REPORT_DIR/plan.md" --work "$WORK_DIR" "${gate_flag[@]}" \
+  || die "the plan gate stopped the run (above): nothing was trained or evaluated"
+launched() {  # launched <what>: the launch and its UTC time in WORK_DIR/launches.jsonl (the report states them)
+  "$PYTHON" -m mr_search_embedded.compare launch --work "$WORK_DIR" --what "$1" >/dev/null
+}
 
 # --- shared setup: warm start, retrieval (cached after the first run) ---
 if [[ -n "$WARM_START" ]]; then
@@ -252,7 +263,9 @@ meta = {
     "warm start": "$WARM",
     "reflection turns": "$([[ $trained_restating == 1 ]] && echo "restate the question" || echo "fixed (paper)"), outcome feedback $([[ $OUTCOME_FEEDBACK == 1 ]] && echo on || echo off)",
     "work": "$WORK_DIR",
-    "training started": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
+    "engine": "$ROLLOUT_ENGINE",
+    "positive_control": $([[ $OUTCOME_FEEDBACK == 1 ]] && echo True || echo False),  # outcome feedback: credit by construction
+    "meta written": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
 }
 open(sys.argv[1], "w").write(json.dumps(meta, indent=1) + "\n")
 PY
@@ -270,6 +283,7 @@ train() {  # train <run dir> <arm> <steps> <seed>
   fi
   [[ "$gamma" != - ]] || gamma=""  # K = 1: no later attempt to discount; the config's value stands
   start="$(date +%s)"
+  launched "train ${run#"$WORK_DIR"/} to step $steps"
   # VAL_FILE is the train parquet: verl builds a validation set at start even with TEST_FREQ=-1, and training must
   # open neither dev nor test.
   LR="$LR" PRESET=embedded ROLLOUT_ENGINE="$ROLLOUT_ENGINE" RUN_DIR="$run" ATTEMPTS="${ARM_K[$arm]}" \
@@ -293,6 +307,7 @@ evaluate() {  # evaluate <out dir> <attempts> <turns> LABEL=PATH...
   shift 3
   local models=()
   for m in "$@"; do models+=(--model "$m"); done
+  launched "evaluate ${out#"$WORK_DIR"/} on the test split"
   OMP_NUM_THREADS=1 "$PYTHON" -m mr_search.eval "${models[@]}" --data "$TEST_FILE" --out "$out.tmp" \
     --retriever-url "$RETRIEVER_URL/retrieve" --attempts "$attempts" --max-turns "$turns" \
     --max-questions "$MAX_QUESTIONS" --no-progress --max-new-tokens "$MAX_NEW_TOKENS" \

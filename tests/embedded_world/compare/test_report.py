@@ -1,10 +1,13 @@
 """The comparison's report from a synthetic work folder: the plan first, then the final-answer test with its numbers,
-every arm's budget, the secondary line, the next hypothesis, the history."""
+every arm's budget, the secondary line, the next hypothesis, the history; the per-question records that recompute the
+test, and the plan gate."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import lzma
+import subprocess
 from collections.abc import Callable
 from pathlib import Path
 
@@ -14,6 +17,7 @@ from mr_search.data.rows import make_row, write_parquet
 from mr_search.eval.metrics import summarize
 from mr_search.eval.records import make_attempt, make_record, write_jsonl
 from mr_search.eval.report import write_report as write_eval
+from mr_search_embedded.compare import gate, records
 from mr_search_embedded.compare.__main__ import main, write_report
 from mr_search_embedded.compare.budget import match_runs, write_match
 from mr_search_embedded.compare.hypothesis import NEXT_HYPOTHESIS
@@ -248,3 +252,74 @@ def test_cli_budget_report_and_errors(work: Path, tmp_path: Path, capsys: pytest
     assert "no finished seed" in capsys.readouterr().err
     assert main(["report", "--work", str(tmp_path / "none"), "--out", str(tmp_path / "r3"), "--rows", "16"]) == 2
     assert "compare.sh writes them before training" in capsys.readouterr().err
+
+
+
+def test_the_records_hold_every_question_arm_seed_and_attempt_and_recompute_the_test(
+    work: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "report"
+    write_report(work, out, ROWS)
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["records"].endswith(records.RECORDS) and "_records" not in comparison
+    with lzma.open(out / records.RECORDS, "rt") as handle:
+        rows = [json.loads(line) for line in handle]
+    # 8 questions x 2 seeds x (3 + 3 + 3 + 1) attempts over the four arms
+    assert len(rows) == QUESTIONS * 2 * 10
+    first = rows[0]
+    assert set(first) == {"question", "split", "hops", "arm", "seed", "attempt", "ran", "answer", "em"}
+    assert (first["split"], first["answer"]) == ("test", "a")
+    assert {r["hops"] for r in rows} == {"1", "2"}
+    again = records.recompute(out)
+    stored = comparison["final_answer_test"]
+    for key in ("mr_search", "baseline_best", "baseline_best_k", "margin", "ci95", "met", "by_hops", "other_arms"):
+        assert again["final_answer_test"][key] == stored[key], key
+    # per seed: MR-Search 75.0 and 62.5 at attempt 3; K = 1's best attempt 50.0 and 37.5
+    seeds = again["seed_interval"]
+    assert seeds["per_seed"] == pytest.approx([25.0, 25.0]) and seeds["ci95"] == pytest.approx([25.0, 25.0])
+    assert main(["recompute", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "margin +25.0 points" in text and "95% interval over seeds (t, 2 seeds)" in text
+
+
+def test_the_report_names_engine_control_updates_and_the_times(work: Path, tmp_path: Path) -> None:
+    meta = json.loads((work / "meta.json").read_text())
+    (work / "meta.json").write_text(json.dumps({**meta, "engine": "sglang", "positive_control": True}))
+    gate.check(tmp_path / "plan.md", work, enabled=False)
+    gate.launch(work, "seed_1/mr_search")
+    gate.launch(work, "seed_1/k1")
+    out = tmp_path / "report"
+    write_report(work, out, ROWS)
+    comparison = json.loads((out / "comparison.json").read_text())
+    assert comparison["engine"] == "sglang" and comparison["positive_control"] is True
+    assert comparison["arms"]["mr_search"]["updates"] == [2, 2] and comparison["arms"]["k1"]["updates"] == [6, 6]
+    assert comparison["plan_gate"] is False and comparison["plan_committed_at"] is None
+    assert comparison["first_launch_at"] == comparison["launches"][0]["at"]
+    assert [x["what"] for x in comparison["launches"]] == ["seed_1/mr_search", "seed_1/k1"]
+    text = (out / "report.md").read_text()
+    assert "plan gate off (PLAN_GATE=0)" in text and "compare recompute <report folder>" in text
+
+
+def _git(repo: Path, *args: str) -> None:
+    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
+                   capture_output=True)
+
+
+def test_the_gate_refuses_a_plan_until_it_is_committed_as_it_stands(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    plan = repo / "reports" / "plan.md"
+    plan.parent.mkdir(parents=True)
+    plan.write_text("# plan\n")
+    with pytest.raises(gate.PlanNotCommitted, match="not in a git repository"):
+        gate.committed_plan(plan)
+    _git(repo, "init", "-q")
+    with pytest.raises(gate.PlanNotCommitted, match="is not committed: review it, then commit it"):
+        gate.committed_plan(plan)
+    _git(repo, "add", "reports/plan.md")
+    _git(repo, "commit", "-qm", "plan")
+    found = gate.check(plan, tmp_path / "work")
+    assert len(found["plan_commit"]) == 40 and found["plan_committed_at"].endswith("Z")
+    assert json.loads((tmp_path / "work" / gate.GATE).read_text())["plan_committed_at"] == found["plan_committed_at"]
+    plan.write_text("# plan, changed after the commit\n")
+    assert main(["gate", "--plan", str(plan), "--work", str(tmp_path / "work")]) == 2
+    assert main(["gate", "--plan", str(plan), "--work", str(tmp_path / "work"), "--off"]) == 0

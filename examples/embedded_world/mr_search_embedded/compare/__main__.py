@@ -11,7 +11,14 @@ python -m mr_search_embedded.compare budget --reference RUN --run RUN --rows 16 
 python -m mr_search_embedded.compare fresh --results results.json --models LABEL=PATH [...] --k-eval 3 ...
     exits 0 if that evaluation exists and was made of these models with these settings, else 1 (evaluate again)
 python -m mr_search_embedded.compare report --work WORK --out REPORT_DIR --rows 16
-    writes report.md, comparison.json, em_vs_attempt.png and em_vs_step.png; appends to history.jsonl
+    writes report.md, comparison.json, records.jsonl.xz, em_vs_attempt.png and em_vs_step.png; appends to
+    history.jsonl
+python -m mr_search_embedded.compare gate --plan REPORT_DIR/plan.md --work WORK [--off]
+    exits 2 unless the plan is committed as it stands (gate.py); writes WORK/gate.json
+python -m mr_search_embedded.compare launch --work WORK --what NAME
+    appends a launch and its UTC time to WORK/launches.jsonl
+python -m mr_search_embedded.compare recompute REPORT_DIR
+    prints the final-answer test and the interval over seeds recomputed from REPORT_DIR/records.jsonl.xz alone
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mr_search.eval.question_cap import QuestionCap, parse_max_questions, recorded
+from mr_search_embedded.compare import gate, records
 from mr_search_embedded.compare.arms import build_arms, parse_arms
 from mr_search_embedded.compare.budget import match_runs, next_steps, write_match
 from mr_search_embedded.compare.history import append_history, history_entry
@@ -51,6 +59,9 @@ def write_report(work: Path, out: Path, rows: int, note: str = "") -> Path:
     if note:
         comparison["meta"]["note"] = note
     out.mkdir(parents=True, exist_ok=True)
+    rows_written = comparison.pop("_records")
+    records.write(rows_written, out / records.RECORDS)
+    comparison["records"] = _repo_path(out / records.RECORDS)
     (out / "comparison.json").write_text(json.dumps(comparison, indent=1) + "\n", encoding="utf-8")
     plot_em_vs_attempt(comparison, out / EM_VS_ATTEMPT)
     plot_em_vs_step(comparison, out / EM_VS_STEP)
@@ -63,6 +74,20 @@ def write_report(work: Path, out: Path, rows: int, note: str = "") -> Path:
         encoding="utf-8",
     )
     return report
+
+
+def _repo_path(path: Path) -> str:
+    """``path`` relative to its git checkout's root where it is in one (the path a reader finds it at), else as is."""
+    import subprocess
+
+    top = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"], capture_output=True,
+                         text=True, check=False).stdout.strip()
+    if top:
+        try:
+            return str(path.resolve().relative_to(Path(top).resolve()))
+        except ValueError:
+            pass
+    return str(path)
 
 
 def is_fresh(
@@ -116,6 +141,15 @@ def _parser() -> argparse.ArgumentParser:
     report.add_argument("--out", type=Path, required=True, help="report folder (history.jsonl is appended)")
     report.add_argument("--rows", type=_rows, required=True, help="rows per training step (batch x n)")
     report.add_argument("--note", default="", help="one line for the history table")
+    check = sub.add_parser("gate", help="exit 2 unless the plan is committed as it stands; write WORK/gate.json")
+    check.add_argument("--plan", type=Path, required=True, help="the report folder's plan.md")
+    check.add_argument("--work", type=Path, required=True, help="work folder of scripts/compare.sh")
+    check.add_argument("--off", action="store_true", help="PLAN_GATE=0: record that the run tests nothing")
+    started = sub.add_parser("launch", help="append a launch and its UTC time to WORK/launches.jsonl")
+    started.add_argument("--work", type=Path, required=True)
+    started.add_argument("--what", required=True, help="what is launched (a run folder, an evaluation)")
+    again = sub.add_parser("recompute", help="the final-answer test from a report folder's records alone")
+    again.add_argument("report_dir", type=Path)
     fresh = sub.add_parser("fresh", help="exit 0 if an evaluation of these models with these settings exists")
     fresh.add_argument("--results", type=Path, required=True, help="results.json of python -m mr_search.eval")
     fresh.add_argument("--models", nargs="+", required=True, help="LABEL=PATH of each model, as evaluated")
@@ -165,6 +199,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             for arm in build_arms(parse_arms(args.arms), args.attempts, args.turns):
                 gamma = "-" if arm.gamma is None else f"{arm.gamma:g}"
                 print(arm.name, arm.attempts, arm.turns, gamma, arm.eval_attempts, arm.shape, arm.first_steps)
+        elif args.command == "gate":
+            found = gate.check(args.plan, args.work, enabled=not args.off)
+            print(f"plan committed at {found['plan_committed_at']} ({found['plan_commit']})" if not args.off
+                  else "plan gate off (PLAN_GATE=0): this run tests nothing")
+        elif args.command == "launch":
+            print(gate.launch(args.work, args.what))
+        elif args.command == "recompute":
+            print(records.render(records.recompute(args.report_dir)))
         elif args.command == "budget":
             match = match_runs(args.reference, args.rows, args.run, args.rows)
             write_match(match, args.out)

@@ -1,7 +1,8 @@
 """The work folder of one comparison (written by the lab's scripts/compare.sh, read by the report builder).
 
 <work>/plan.json, plan.md                 the test, written before any training (python -m ... compare plan)
-<work>/meta.json                          command, machine, when training started (the script writes it)
+<work>/meta.json                          command, machine, engine, positive control (the script writes it)
+<work>/gate.json, launches.jsonl          the plan's commit and each launch's UTC time (gate.py)
 <work>/warm_eval_<shape>/results.json     the warm-started policy on the test split, method "warm_start"
 <work>/seed_<s>/<arm>/                    train_grpo_step.sh run folder of each arm
 <work>/seed_<s>/<arm>.times               one line per launch: start and end (epoch seconds)

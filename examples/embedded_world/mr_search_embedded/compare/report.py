@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from mr_search.training_log import StepRecord, cumulative_tokens, read_steps
+from mr_search_embedded.compare import gate, records
 from mr_search_embedded.compare.aggregate import em_by_attempt, em_curve, gain_by_attempt, load_results, sources_of
 from mr_search_embedded.compare.arms import MR, WARM, Arm
 from mr_search_embedded.compare.budget import read_match
@@ -190,9 +191,10 @@ def build_comparison(work: Path, rows: int, hypothesis: Hypothesis | None = None
     scores.update({a.name: load_scores(done, a, scores[MR].uids) for a in arms if a.name != MR})
     splits = plan.get("splits", {})
     test = Path(splits.get("test", ""))
+    kinds = question_kinds(test) if test.is_file() else {}
     final = final_answer_test(
         scores,
-        question_kinds(test) if test.is_file() else {},
+        kinds,
         _split_state(plan, work),
         plan["bootstrap"]["resamples"],
         plan["bootstrap"]["seed"],
@@ -205,7 +207,10 @@ def build_comparison(work: Path, rows: int, hypothesis: Hypothesis | None = None
         "meta": meta,
         "plan": plan,
         "plan_text": plan_text,
-        "arms": {a.name: a.as_dict() for a in arms},
+        "engine": meta.get("engine", "cpu"),
+        "positive_control": bool(meta.get("positive_control", False)),
+        **gate.provenance(work),
+        "arms": {a.name: {**a.as_dict(), "updates": [s["budget"][a.name]["step"] for s in per_seed]} for a in arms},
         "rows_per_step": rows,
         "seeds": [d.seed for d in done],
         "unfinished_seeds": unfinished,
@@ -218,4 +223,6 @@ def build_comparison(work: Path, rows: int, hypothesis: Hypothesis | None = None
         "per_seed": per_seed,
         "retries": count_retries(evaluated, [reference.eval_attempts]),
         "timings": measured_timings(done, arms, rows),
+        # the per-question records (records.py), written beside the report by write_report, not kept in the json
+        "_records": records.collect(done, arms, scores[MR].uids, kinds, str(plan.get("split", "test"))),
     }
