@@ -14,6 +14,7 @@ PAGES = [
     REPO / "retrieval" / "README.md",
     REPO / "examples" / "embedded_world" / "README.md",
     REPO / "reports" / "README.md",
+    REPO / "reports" / "gpu" / "README.md",
 ]
 LINK = re.compile(r"\[[^\]]*\]\(([^)\s]+)\)")
 
