@@ -47,8 +47,14 @@ $(STAMP): pyproject.toml retrieval/pyproject.toml examples/embedded_world/pyproj
 	touch $(STAMP)
 
 # The embedded default on any machine: on a GPU node too (the transformers rollout on one GPU), never the paper preset.
+# Its closing lines say what four updates show and what they do not.
 quickstart: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" PRESET=embedded bash train_grpo_step.sh
+	@echo "quickstart: what this showed: the whole MR-Search loop ran on verl's trainer (K = 3 attempts with search,"
+	@echo "  per-attempt rewards and advantages, FSDP updates, checkpoints) for 4 updates of 4 questions x 4."
+	@echo "  Four updates do not train a policy: each EM@k above is 16 sampled meta-episodes, so a negative gain"
+	@echo "  (later attempts worse than the first) says nothing about the method. Whether training makes later"
+	@echo "  attempts better is the lab's question (make compare): reports/comparison/README.md"
 
 # On a GPU node, in the environment that has verl and SGLang (ROLLOUT_ENGINE=vllm for vLLM): two real steps, a resume
 # inside the launch and a third step, then the checks of a GPU run as a table.
