@@ -7,7 +7,6 @@
 #   PRESET=embedded bash train_grpo_step.sh         # the embedded run on a GPU machine: one GPU, no SGLang (hf)
 #   RUN_DIR=runs/<name> bash train_grpo_step.sh     # continue that run from its last checkpoint
 #   bash train_grpo_step.sh trainer.save_freq=10    # any other setting: Hydra overrides, passed through
-#   DRY_RUN=1 bash train_grpo_step.sh               # print the trainer command and exit
 #
 # Every knob is an environment variable; an empty one keeps the config's value (configs/recipe/paper.yaml: the
 # paper's values; configs/mr_search_embedded.yaml: the embedded sizes; configs/engine/<engine>.yaml: the engine's).
@@ -33,9 +32,8 @@ MODEL_PATH="${MODEL_PATH:-}"                  # HF model dir or id; embedded: th
 MODEL_PATH="${MODEL_PATH%/}"                  # verl refuses a local path ending in "/"
 
 # --- retrieval ------------------------------------------------------------------------------------------------------
-RETRIEVER_URL="${RETRIEVER_URL:-}"            # service base URL, used as given; empty: a free port for a service
-                                              # this script starts, else http://127.0.0.1:8000
-START_RETRIEVER="${START_RETRIEVER:-auto}"    # auto: the embedded preset starts retrieval_launch.sh if /health is silent
+RETRIEVER_URL="${RETRIEVER_URL:-}"            # base URL, used as given; empty: a free port if it starts one, else :8000
+START_RETRIEVER="${START_RETRIEVER:-auto}"    # auto: embedded starts retrieval_launch.sh if /health is silent
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"  # seconds to wait for /health (first run builds the index)
 
 # --- algorithm ------------------------------------------------------------------------------------------------------
@@ -54,8 +52,7 @@ TOTAL_STEPS="${TOTAL_STEPS:-}"                # training steps (paper: 300; embe
 MAX_TURNS="${MAX_TURNS:-}"                    # model turns per attempt (paper: 3)
 
 # --- resources ------------------------------------------------------------------------------------------------------
-ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"          # sglang | vllm | hf | cpu; empty: paper -> sglang, embedded -> hf on a
-                                              # usable GPU, else cpu (hf: transformers rollout on one GPU)
+ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"          # sglang | vllm | hf | cpu; empty: paper: sglang; embedded: hf on a GPU
 N_GPUS_PER_NODE="${N_GPUS_PER_NODE:-}"        # GPUs per node (paper: 8); empty, paper, one node: those it shows
 NNODES="${NNODES:-1}"                         # >1: join the Ray cluster already running (ray start) on every node
 ROLLOUT_TP="${ROLLOUT_TP:-}"                  # rollout tensor parallel size (paper: 1)
@@ -65,8 +62,7 @@ USE_REMOVE_PADDING="${USE_REMOVE_PADDING:-auto}"  # sglang/vllm: auto = 1 when f
 SGLANG_ATTENTION_BACKEND="${SGLANG_ATTENTION_BACKEND:-}"  # empty: configs/engine/sglang.yaml's (triton)
 SGLANG_SAMPLING_BACKEND="${SGLANG_SAMPLING_BACKEND:-}"    # empty: the engine config's (pytorch)
 SGLANG_GRAMMAR_BACKEND="${SGLANG_GRAMMAR_BACKEND:-}"      # empty: the engine config's (none)
-SGLANG_MEMORY_SAVER="${SGLANG_MEMORY_SAVER:-auto}"  # 1: the engine frees its memory while FSDP trains (verl's
-                                              # default); 0: it keeps it; auto: 0 when both fit one card (docs/gpu.md)
+SGLANG_MEMORY_SAVER="${SGLANG_MEMORY_SAVER:-auto}"  # 1: engine memory freed while FSDP trains; 0: kept; auto: fit
 CPU_DTYPE="${CPU_DTYPE:-auto}"                # cpu engine: bfloat16 | float32 | auto (bfloat16 where native)
 
 # --- output ---------------------------------------------------------------------------------------------------------
@@ -89,7 +85,7 @@ launch() {  # launch.py with the knobs in its environment only; prints shell cod
 decided="$(launch plan "$@")" || exit 1
 eval "$decided"  # PRESET, CONFIG_NAME, ROLLOUT_ENGINE; PPO_MINI_BATCH_SIZE, N_GPUS_PER_NODE, ENFORCE_EAGER as decided
 
-RUN_DIR="$(realpath -m "${RUN_DIR:-$ROOT/runs/${PRESET}-k${ATTEMPTS:-3}-$(date +%Y%m%d-%H%M%S)-$$}")"  # $$: two a second
+RUN_DIR="$(realpath -m "${RUN_DIR:-$ROOT/runs/${PRESET}-k${ATTEMPTS:-3}-$(date +%Y%m%d-%H%M%S)-$$}")"  # $$: 2 a second
 [[ "$DRY_RUN" == 1 ]] || mkdir -p "$RUN_DIR"
 LAUNCH="$(date +%Y%m%d-%H%M%S)-$$"
 
@@ -97,8 +93,7 @@ LAUNCH="$(date +%Y%m%d-%H%M%S)-$$"
 # shellcheck source=scripts/lib/retrieval.sh
 source "$ROOT/scripts/lib/retrieval.sh"
 trap retrieval_stop_started EXIT  # stops only the retrieval service this script started
-trap 'exit 143' TERM
-trap 'exit 130' INT
+trap 'exit 143' TERM; trap 'exit 130' INT
 if [[ "$PRESET" == embedded && "$DRY_RUN" != 1 ]]; then
   "$PYTHON" -c 'import mr_search_embedded' 2>/dev/null || die "the embedded default needs the embedded-world \
 example: pip install -e $ROOT/examples/embedded_world (make setup does), or pass MODEL_PATH, TRAIN_FILE and VAL_FILE"
@@ -127,7 +122,7 @@ if [[ "$PRESET" == embedded && "$DRY_RUN" != 1 ]]; then
     prepared="$("$PYTHON" -m mr_search_embedded.prepare "${pieces[@]}")" \
       || die "python -m mr_search_embedded.prepare ${pieces[*]} failed (see above)"
     mapfile -t files < <(tail -n "${#pieces[@]}" <<<"$prepared")  # the paths, one a line, in the order asked
-    if [[ "${pieces[0]}" == train ]]; then TRAIN_FILE="${TRAIN_FILE:-${files[0]}}" VAL_FILE="${VAL_FILE:-${files[1]}}"; fi
+    [[ "${pieces[0]}" != train ]] || TRAIN_FILE="${TRAIN_FILE:-${files[0]}}" VAL_FILE="${VAL_FILE:-${files[1]}}"
     [[ -n "$MODEL_PATH" ]] || MODEL_PATH="${files[-1]}"
   fi
 fi
@@ -141,11 +136,7 @@ fi
 KNOBS+=(CONFIG_NAME RAY_ADDRESS TORCH_COMPILE_DISABLE TOKENIZERS_PARALLELISM VLLM_USE_FLASHINFER_SAMPLER)
 composed="$(launch command "$@")" || exit 1
 eval "$composed"  # cmd=(...), and `export` lines for the engine's environment
-if [[ "$DRY_RUN" == 1 ]]; then
-  printf '%q ' "${cmd[@]}"
-  echo
-  exit 0
-fi
+if [[ "$DRY_RUN" == 1 ]]; then printf '%q ' "${cmd[@]}"; echo; exit 0; fi
 
 # --- the run ----------------------------------------------------------------------------------------------------------
 mkdir -p "$RUN_DIR/metrics"  # one JSON line a step, one file a launch: a resumed run keeps the earlier ones
