@@ -58,12 +58,28 @@ def _command(fake: FakeHost, args: tuple[str, ...] = (), **knobs: str) -> tuple[
     return cmd, env, said
 
 
-def test_override_value_reads_the_last_override_as_hydra_does():
-    key = "data.max_response_length"
-    assert override_value(key, [f"{key}=1", f"++{key}=2", "data.max_prompt_length=9"]) == "2"
-    assert override_value(key, [f"+{key}='3'"]) == "3"
-    assert override_value(key, [f"{key}=1", f"~{key}"]) is None
-    assert override_value(key, [f"{key}x=1"]) is None
+KEY = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
+
+
+@pytest.mark.parametrize(
+    ("args", "want"),
+    [
+        ([f"{KEY}=1"], "1"),
+        ([f"+{KEY}=2"], "2"),
+        ([f"++{KEY}=3"], "3"),
+        ([f"{KEY}=4", "trainer.total_training_steps=9", f"++{KEY}=5"], "5"),  # the last one wins, as in Hydra
+        ([f"{KEY}='6'"], "6"),
+        ([f"{KEY}=4", f"~{KEY}"], None),  # deleted after it was set
+        ([f"{KEY}_other=7", f"x.{KEY}=8", "trainer.n_gpus_per_node=2"], None),  # other keys, a longer key
+        ([], None),
+    ],
+)
+def test_the_last_override_of_the_key_gives_its_value(args: list[str], want: str | None) -> None:
+    assert override_value(KEY, args) == want
+
+
+def test_a_value_with_an_equals_sign_is_kept_whole() -> None:
+    assert override_value("data.train_files", ["data.train_files=/d/a=b.parquet"]) == "/d/a=b.parquet"
 
 
 @pytest.mark.parametrize(("gpu", "preset", "engine"), [(True, "paper", "sglang"), (False, "embedded", "cpu")])
