@@ -10,8 +10,8 @@
   (the server); both attach when verl imports the registry module, so ``import verl`` stays fast;
 * the workarounds of ``mr_search.cpu.workarounds``, armed only when ``VERL_PLATFORM=cpu``.
 
-A CPU run needs ``configs/cpu_backend.env`` in its environment and ``configs/cpu_backend_overrides.txt``
-among its Hydra overrides (both generated from ``mr_search.cpu.workarounds.ENV`` / ``OVERRIDES``).
+A CPU run needs ``configs/cpu_backend.env`` in its environment and the config group ``configs/engine/cpu.yaml``
+(``+engine=cpu``) among its Hydra overrides (both kept equal to ``mr_search.cpu.workarounds.ENV`` / ``OVERRIDES``).
 """
 
 from __future__ import annotations

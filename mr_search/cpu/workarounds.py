@@ -33,8 +33,8 @@ Numbers are those of docs/cpu-backend.md#workarounds-for-gaps-in-verl.
    that package loads; a CPU run starts ~8 such processes a launch. The reward-loop process (``reward.num_workers``
    in ``OVERRIDES``) is not started: the agent loop scores every meta-episode itself.
 
-``ENV`` and ``OVERRIDES`` are the single source of ``configs/cpu_backend.env`` and
-``configs/cpu_backend_overrides.txt`` (a test keeps them equal) that the launch script reads.
+``ENV`` and ``OVERRIDES`` are the single source of ``configs/cpu_backend.env`` and the config group
+``configs/engine/cpu.yaml`` (a test keeps them equal) that the launch script uses.
 """
 
 from __future__ import annotations

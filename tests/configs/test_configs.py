@@ -97,14 +97,9 @@ def need_reference_model(config) -> bool:
     return bool(need_reference_policy(config))
 
 
-def test_embedded_config_composes_and_validates(compose_config, config_dir):
-    overrides = ["actor_rollout_ref.model.path=/tmp/tiny"]
-    backend = config_dir / "cpu_backend_overrides.txt"
-    if backend.exists():  # the CPU backend's own overrides, as train_grpo_step.sh adds them
-        overrides += [
-            line.strip() for line in backend.read_text().splitlines() if line.strip() and not line.startswith("#")
-        ]
-    config = compose_config("mr_search_embedded", overrides)
+def test_embedded_config_composes_and_validates(compose_config):
+    # The CPU backend's config group, as train_grpo_step.sh selects it (ROLLOUT_ENGINE=cpu).
+    config = compose_config("mr_search_embedded", ["actor_rollout_ref.model.path=/tmp/tiny", "+engine=cpu"])
     _validate(config)
     assert config.trainer.n_gpus_per_node == 1
     assert config.data.train_batch_size * config.actor_rollout_ref.rollout.n <= 32, "embedded run must stay tiny"
@@ -137,7 +132,11 @@ def test_project_subtrees_pass_their_owners_typed_configs(compose_config, name):
 KEY_LINE = re.compile(r"^\s*['\"]?[A-Za-z_][\w.@/-]*['\"]?\s*:")
 
 
-@pytest.mark.parametrize("name", ["mr_search_paper.yaml", "mr_search_embedded.yaml", "recipe/paper.yaml"])
+ENTRY = ["mr_search_paper.yaml", "mr_search_embedded.yaml", "recipe/paper.yaml"]
+ENGINE_GROUP = [f"engine/{engine}.yaml" for engine in ("sglang", "vllm", "hf", "cpu")]
+
+
+@pytest.mark.parametrize("name", [*ENTRY, *ENGINE_GROUP])
 def test_every_key_is_commented(config_dir: Path, name: str):
     """House style: a comment line right above every key, so each delta over verl says why."""
     lines = (config_dir / name).read_text().splitlines()
@@ -149,3 +148,17 @@ def test_every_key_is_commented(config_dir: Path, name: str):
         if line.strip():
             previous = line
     assert not uncommented, "keys without a comment above them:\n" + "\n".join(uncommented)
+
+
+@pytest.mark.parametrize("engine", ["sglang", "vllm", "hf", "cpu"])
+@pytest.mark.parametrize("name", ["mr_search_paper", "mr_search_embedded"])
+def test_each_engine_group_composes_over_both_presets_and_validates(compose_config, name, engine):
+    """``+engine=<engine>`` (train_grpo_step.sh's ROLLOUT_ENGINE) selects the engine's rollout over either preset;
+    the preset's own sizes stay."""
+    config = compose_config(name, ["actor_rollout_ref.model.path=/tmp/tiny", f"+engine={engine}"])
+    _validate(config)
+    rollout = config.actor_rollout_ref.rollout
+    assert rollout.name == {"hf": "mr_hf", "cpu": "mr_hf"}.get(engine, engine)
+    assert config.trainer.device == ("cpu" if engine == "cpu" else "cuda")
+    preset = compose_config(name, ["actor_rollout_ref.model.path=/tmp/tiny"])
+    assert config.data.train_batch_size == preset.data.train_batch_size

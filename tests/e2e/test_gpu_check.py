@@ -85,7 +85,7 @@ def test_the_check_is_one_launch_that_does_only_what_the_check_needs(tmp_path: P
     )
     assert run.returncode == 0, run.stdout + run.stderr
     (command,) = _launches(run.stdout)
-    assert _value(command, "actor_rollout_ref.rollout.name") == engine
+    assert _value(command, "+engine") == engine  # configs/engine/<engine>.yaml
     assert _value(command, "actor_rollout_ref.rollout.gpu_memory_utilization") == "0.15"
     assert _value(command, "actor_rollout_ref.rollout.enforce_eager") == "True"
     assert _value(command, "trainer.default_local_dir") == str(tmp_path / "run" / "checkpoints")
@@ -197,8 +197,18 @@ def test_steps_is_total_steps_as_in_the_training_script(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert "use TOTAL_STEPS=4" in run.stderr
     assert not (tmp_path / "run").exists()
-    script = SCRIPT.read_text()
-    assert 'launch "$TOTAL_STEPS" "++mr_search.trainer.resume_steps=1" "$@"' in script
+    # TOTAL_STEPS itself reaches the launch with the in-launch resume: the one-launch check's dry run.
+    run = subprocess.run(
+        ["bash", str(SCRIPT)],
+        env=_dry_env(TOTAL_STEPS="4", RUN_DIR=str(tmp_path / "run")),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    (command,) = _launches(run.stdout)
+    assert _value(command, "trainer.total_training_steps") == "4"
+    assert _value(command, "++mr_search.trainer.resume_steps") == "1"
 
 
 @pytest.mark.parametrize(
@@ -237,4 +247,4 @@ def test_the_default_engine_is_sglang(tmp_path: Path) -> None:
     run = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     (command,) = _launches(run.stdout)
-    assert _value(command, "actor_rollout_ref.rollout.name") == "sglang"
+    assert _value(command, "+engine") == "sglang"

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
+import http.server
 import json
 import re
 import shlex
 import subprocess
 import sys
+import threading
+from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
@@ -26,12 +30,15 @@ def _dry(run_script, tmp_path, *overrides: str, **knobs: str) -> list[str]:
     return shlex.split(next(line for line in run.output.splitlines() if "verl.trainer.main_ppo" in line))
 
 
-def test_no_gpu_and_no_settings_select_the_embedded_cpu_run(run_script, tmp_path):
+def test_no_gpu_and_no_settings_select_the_embedded_cpu_run(run_script, tmp_path, compose_command):
     command = _dry(run_script, tmp_path)
     assert "--config-name=mr_search_embedded" in command
     assert "algorithm.adv_estimator=mr_search" in command
-    # The CPU backend's overrides are read from its file, its rollout name included.
-    assert any(arg.startswith("actor_rollout_ref.rollout.name=") and not arg.endswith("=cpu") for arg in command)
+    # The CPU backend's settings come from its config group (configs/engine/cpu.yaml), its rollout name included.
+    assert "+engine=cpu" in command
+    config = compose_command(command)
+    assert config["trainer"]["device"] == "cpu"
+    assert config["actor_rollout_ref"]["rollout"]["name"] == "mr_hf"
     assert f"trainer.default_local_dir={tmp_path / 'run' / 'checkpoints'}" in command
     assert "trainer.resume_mode=auto" in command
 
@@ -66,7 +73,7 @@ def test_a_given_model_on_cpu_keeps_the_embedded_sizes(run_script, tmp_path):
     assert "data.train_files=/data/train.parquet" in command
 
 
-def test_paper_preset_knobs_and_overrides_last(run_script, tmp_path):
+def test_paper_preset_knobs_and_overrides_last(run_script, tmp_path, compose_command):
     command = _dry(
         run_script,
         tmp_path,
@@ -78,7 +85,8 @@ def test_paper_preset_knobs_and_overrides_last(run_script, tmp_path):
     )
     assert "--config-name=mr_search_paper" in command
     assert not any(arg.startswith("trainer.rollout_data_dir=") for arg in command), "no dumps by default on GPUs"
-    assert "actor_rollout_ref.rollout.name=sglang" in command
+    assert "+engine=sglang" in command
+    assert compose_command(command)["actor_rollout_ref"]["rollout"]["name"] == "sglang"
     assert "actor_rollout_ref.model.path=/models/qwen" in command
     assert "actor_rollout_ref.rollout.n=8" in command
     assert "trainer.nnodes=2" in command and "++ray_kwargs.ray_init.address=auto" in command
@@ -88,12 +96,12 @@ def test_paper_preset_knobs_and_overrides_last(run_script, tmp_path):
 def test_hf_engine_serves_the_cpu_backends_rollout_on_verls_gpu_platform(run_script, tmp_path, compose_command):
     """One GPU without SGLang: the mr_hf rollout, sdpa, no padding removal, and none of the CPU platform's settings."""
     command = _dry(run_script, tmp_path, PRESET="embedded", ROLLOUT_ENGINE="hf")
-    assert "--config-name=mr_search_embedded" in command
-    assert "actor_rollout_ref.rollout.name=mr_hf" in command
-    assert "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in command
-    assert "actor_rollout_ref.model.use_remove_padding=False" in command
+    assert "--config-name=mr_search_embedded" in command and "+engine=hf" in command
     assert not any(arg.startswith(("trainer.device=", "++ray_kwargs.ray_init.num_gpus=")) for arg in command)
     config = compose_command(command)
+    assert config["actor_rollout_ref"]["model"]["override_config"]["attn_implementation"] == "sdpa"
+    assert config["actor_rollout_ref"]["model"]["use_remove_padding"] is False
+    assert "num_gpus" not in config["ray_kwargs"]["ray_init"]
     assert config["trainer"]["device"] == "cuda"  # verl's own platform: trainer and rollout on the GPU
     assert config["trainer"]["n_gpus_per_node"] == 1
     assert config["actor_rollout_ref"]["rollout"]["name"] == "mr_hf"
@@ -114,22 +122,14 @@ def test_engine_commands_pass_verls_validation(run_script, tmp_path, compose_com
         MODEL_PATH="/models/m",
         GPU_MEMORY_UTILIZATION="0.4",
     )
-    assert f"actor_rollout_ref.rollout.name={engine}" in command
+    assert f"+engine={engine}" in command
     assert "++actor_rollout_ref.model.override_config.attn_implementation=sdpa" in command
-    sglang_backends = [arg for arg in command if ".engine_kwargs.sglang." in arg]
-    assert sglang_backends == (
-        [
-            "++actor_rollout_ref.rollout.engine_kwargs.sglang.attention_backend=triton",
-            "++actor_rollout_ref.rollout.engine_kwargs.sglang.sampling_backend=pytorch",
-            "++actor_rollout_ref.rollout.engine_kwargs.sglang.grammar_backend=none",
-        ]
-        if engine == "sglang"
-        else []
-    )
     # SGLANG_MEMORY_SAVER=auto with no GPU and no model read (a dry run): the saver on, verl's default.
     assert not any("free_cache_engine" in arg or "enable_memory_saver" in arg for arg in command)
     config = compose_command(command)
     rollout = config["actor_rollout_ref"]["rollout"]
+    sglang = {"attention_backend": "triton", "sampling_backend": "pytorch", "grammar_backend": "none"}
+    assert rollout["engine_kwargs"]["sglang"] == (sglang if engine == "sglang" else {})
     assert rollout["name"] == engine and rollout["gpu_memory_utilization"] == 0.4
     assert config["actor_rollout_ref"]["model"]["use_remove_padding"] is False
     assert config["trainer"]["device"] == "cuda"
@@ -217,7 +217,8 @@ def test_enforce_eager_is_passed_to_the_engine_and_checked(run_script, tmp_path)
 @pytest.mark.parametrize(("saver", "off"), [("0", True), ("1", False), ("auto", False)])
 def test_sglang_memory_saver_knob(run_script, tmp_path, saver, off):
     """0: the engine keeps its memory (nothing for verl to release); 1: verl's default; auto: decided at start-up
-    (mr_search/gpu_fit.py; a dry run reads no model, so on) and said on one line."""
+    (mr_search/gpu_fit.py; a dry run reads no model, so on) and said on one line. The inputs it decides from:
+    tests/mr_search/ops/test_launch.py."""
     run = run_script(tmp_path / "run", DRY_RUN="1", PRESET="paper", ROLLOUT_ENGINE="sglang", SGLANG_MEMORY_SAVER=saver)
     assert run.returncode == 0, run.output
     command = shlex.split(next(line for line in run.output.splitlines() if "verl.trainer.main_ppo" in line))
@@ -226,33 +227,6 @@ def test_sglang_memory_saver_knob(run_script, tmp_path, saver, off):
     assert ("SGLANG_MEMORY_SAVER=auto -> 1, " in run.output) == (saver == "auto")
     bad = run_script(tmp_path / "run", DRY_RUN="1", PRESET="paper", ROLLOUT_ENGINE="sglang", SGLANG_MEMORY_SAVER="2")
     assert bad.returncode != 0 and "use auto, 0 or 1" in bad.output
-
-
-def test_the_saver_choice_sizes_the_update_from_command_line_overrides(run_script, tmp_path):
-    """SGLANG_MEMORY_SAVER=auto estimates the update from what the run will use: a Hydra override of the micro-batch
-    or the lengths on the command line (verl reads those last), the preset's value only when none is given. A
-    stand-in for $PYTHON records what the script asks mr_search.gpu_fit."""
-    asked = tmp_path / "gpu_fit_args"
-    python = tmp_path / "python"
-    python.write_text(
-        "#!/usr/bin/env bash\n"
-        f'[[ "$1 $2" == "-m mr_search.gpu_fit" ]] && echo "$@" >> {asked}\n'
-        f'exec {sys.executable} "$@"\n'
-    )
-    python.chmod(0o755)
-    micro = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
-    knobs = {"DRY_RUN": "1", "PRESET": "paper", "ROLLOUT_ENGINE": "sglang", "PYTHON": str(python)}
-    for args in ((), (f"{micro}=1", "data.max_response_length=4000")):
-        run = run_script(tmp_path / "run", *args, **knobs)
-        assert run.returncode == 0, run.output
-    preset, given = (line.split() for line in asked.read_text().splitlines())
-    prompt = yaml.safe_load((REPO / "configs" / "recipe" / "paper.yaml").read_text())["data"]["max_prompt_length"]
-    assert _flag(preset, "--micro-batch") != "1"
-    assert (_flag(given, "--micro-batch"), _flag(given, "--tokens")) == ("1", str(prompt + 4000))
-
-
-def _flag(args: list[str], flag: str) -> str:
-    return args[args.index(flag) + 1]
 
 
 def test_entropy_coeff_sets_the_actors_entropy_bonus(run_script, tmp_path, compose_command):
@@ -280,6 +254,64 @@ def test_the_command_composes_into_the_config_the_trainer_gets(run_script, tmp_p
     assert config["trainer"]["device"] == "cpu"
     assert config["actor_rollout_ref"]["rollout"]["agent"]["default_agent_loop"] == "mr_search"
     assert config["trainer"]["v1"]["trainer_mode"] == "mr_search"
+
+
+UPDATE_OOM = """Traceback (most recent call last):
+  File "verl/workers/fsdp_workers.py", line 700, in update_actor
+    metrics = self.actor.update_policy(data=data)
+torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.28 GiB."""
+
+
+def test_a_failed_training_names_its_cause_and_the_log(run_script, tmp_path, port_answers):
+    """When the trainer fails, the script prints mr_search.diagnosis's reading of the log (cause and fix) and the
+    log's path, and exits non-zero. A stand-in for $PYTHON plays a trainer that runs out of memory in the update."""
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/usr/bin/env bash\n"
+        f'[[ "$1 $2" == "-m verl.trainer.main_ppo" ]] && {{ cat {tmp_path / "oom.log"}; exit 3; }}\n'
+        f'exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    (tmp_path / "oom.log").write_text(UPDATE_OOM + "\n")
+    for name in ("train.parquet", "val.parquet"):
+        (tmp_path / name).write_text("")
+    with _health_server() as url:
+        run = run_script(
+            tmp_path / "run",
+            PYTHON=str(python),
+            PRESET="embedded",
+            ROLLOUT_ENGINE="cpu",
+            MODEL_PATH=str(tmp_path / "model"),
+            TRAIN_FILE=str(tmp_path / "train.parquet"),
+            VAL_FILE=str(tmp_path / "val.parquet"),
+            RETRIEVER_URL=url,
+            timeout=120,
+        )
+    assert run.returncode == 1, run.output[-3000:]
+    assert "cause: out of GPU memory in the actor update" in run.output
+    assert f"training failed (exit 3); log: {run.run_dir / 'train.log'}" in run.output
+    assert "torch.OutOfMemoryError" in (run.run_dir / "train.log").read_text()
+
+
+@contextlib.contextmanager
+def _health_server() -> Iterator[str]:
+    """A stand-in retrieval service: GET /health answers 200."""
+
+    class Health(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            self.send_response(200 if self.path == "/health" else 404)
+            self.end_headers()
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Health)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 # ------------------------------------------------------------------------------ real training (slow, with Ray)

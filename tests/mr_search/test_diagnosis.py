@@ -65,12 +65,6 @@ def test_main_reads_a_run_folder_or_a_log(tmp_path: Path, capsys) -> None:
     assert main([str(tmp_path / "missing")]) == 2
 
 
-def test_the_training_script_prints_the_diagnosis_when_training_fails() -> None:
-    script = (Path(__file__).resolve().parents[2] / "train_grpo_step.sh").read_text()
-    failure = script[script.index("if ((status != 0)); then") :]
-    assert "-m mr_search.diagnosis" in failure.split("fi", 1)[0]
-
-
 def test_cli_runs_as_a_module(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     log.write_text(SGLANG_KV)

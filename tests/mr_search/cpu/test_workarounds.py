@@ -181,11 +181,21 @@ def test_cpu_platform_run_arms_every_workaround(tiny_model_dir: Path) -> None:
     }
 
 
+def _leaves(node: object, prefix: str = "") -> dict[str, object]:
+    if isinstance(node, dict):
+        return {key: value for k, v in node.items() for key, value in _leaves(v, f"{prefix}{k}.").items()}
+    return {prefix[:-1]: node}
+
+
 def test_config_files_for_the_launch_script_match_the_module() -> None:
+    """configs/cpu_backend.env is ENV; configs/engine/cpu.yaml (``+engine=cpu``) sets what OVERRIDES sets."""
+    import yaml
+
     env_lines = (REPO / "configs" / "cpu_backend.env").read_text().splitlines()
     assert env_lines == [f"{key}={value}" for key, value in workarounds.ENV.items()]
-    overrides = (REPO / "configs" / "cpu_backend_overrides.txt").read_text().splitlines()
-    assert overrides == list(workarounds.OVERRIDES)
+    group = _leaves(yaml.safe_load((REPO / "configs" / "engine" / "cpu.yaml").read_text()))
+    overrides = dict(override.lstrip("+").split("=", 1) for override in workarounds.OVERRIDES)
+    assert group == {key: yaml.safe_load(value) for key, value in overrides.items()}
 
 
 def test_overrides_compose_with_verls_trainer_config_and_validate() -> None:

@@ -1,0 +1,1 @@
+"""GPU-run operations: the launcher's start-up decisions and the tooling of GPU runs."""
