@@ -76,7 +76,7 @@ SGLANG_MEMORY_SAVER="${SGLANG_MEMORY_SAVER:-auto}"  # 1: verl's default, the eng
                                               # while FSDP trains (ran 4 steps + resume with the tiny policy and 3
                                               # steps at the 7B shape on H200s); 0: it keeps them (no release and
                                               # resume a step); auto: on when the engine's share and the update do not
-                                              # fit one card together (mr_search/gpu_fit.py), said at start-up
+                                              # fit one card together (mr_search/ops/gpu_fit.py), said at start-up
 CPU_DTYPE="${CPU_DTYPE:-auto}"                # cpu engine: bfloat16 | float32 | auto (bfloat16 where the CPU has it
                                               # natively, AVX512-BF16 or AMX; elsewhere torch emulates it and float32
                                               # steps ran ~2.8x faster: docs/cpu-backend.md)
@@ -308,9 +308,9 @@ elif [[ "$ROLLOUT_ENGINE" != cpu ]]; then
       fit_card="$(nvidia-smi --query-gpu=memory.total --format=csv,noheader,nounits 2>/dev/null | head -n 1 || true)"
       fit_model="$(fit actor_rollout_ref.model.path "${MODEL_PATH:-}")"
       [[ "$DRY_RUN" == 1 ]] && fit_model=""  # a dry run reads no model
-      fit_out="$("$PYTHON" -m mr_search.gpu_fit --model "$fit_model" --gpus "$((NNODES * ${fit_gpus:-1}))" \
+      fit_out="$("$PYTHON" -m mr_search.ops.gpu_fit --model "$fit_model" --gpus "$((NNODES * ${fit_gpus:-1}))" \
         --utilization "${fit_util:-0.6}" --card-mib "$fit_card" --micro-batch "${fit_micro:-0}" \
-        --tokens "$((${fit_prompt:-0} + ${fit_response:-0}))" 2>&1)" || die "mr_search.gpu_fit failed: $fit_out"
+        --tokens "$((${fit_prompt:-0} + ${fit_response:-0}))" 2>&1)" || die "mr_search.ops.gpu_fit failed: $fit_out"
       SGLANG_MEMORY_SAVER="$(tail -n 1 <<<"$fit_out")"
       echo "train_grpo_step.sh: SGLANG_MEMORY_SAVER=auto -> $SGLANG_MEMORY_SAVER, $(tail -n 2 <<<"$fit_out" | head -n 1)" >&2
     fi
@@ -389,14 +389,14 @@ printf '%q ' "${cmd[@]}" >"$RUN_DIR/command.txt"
 echo "train_grpo_step.sh: $PRESET preset, $ROLLOUT_ENGINE rollout, run folder $RUN_DIR"
 summarize() {
   # Per-step table over all launches of the run: EM at each attempt, reflection gain, reward, grad norm, time.
-  "$PYTHON" -m mr_search.run_summary "$RUN_DIR" || true
+  "$PYTHON" -m mr_search.runlog.run_summary "$RUN_DIR" || true
 }
 
 status=0
 "${cmd[@]}" 2>&1 | tee -a "$RUN_DIR/train.log" || status=$?
 cat "$RUN_DIR"/metrics/*.jsonl >"$RUN_DIR/metrics.jsonl" 2>/dev/null || true
 if ((status != 0)); then
-  "$PYTHON" -m mr_search.diagnosis "$RUN_DIR/train.log" >&2 || true
+  "$PYTHON" -m mr_search.ops.diagnosis "$RUN_DIR/train.log" >&2 || true
   die "training failed (exit $status); log: $RUN_DIR/train.log"
 fi
 summarize

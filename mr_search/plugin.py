@@ -20,7 +20,7 @@ _PARTS: tuple[str, ...] = (
     "mr_search.advantage",
     "mr_search.trainer",
     "mr_search.agent.registration",
-    "mr_search.faults",  # only with MR_SEARCH_FAULT set
+    "mr_search.ops.faults",  # only with MR_SEARCH_FAULT set
 )
 
 _done = False

@@ -25,20 +25,20 @@ from mr_search.advantage import ESTIMATOR_NAME, AdvantageConfig, credited_attemp
 from mr_search.advantage import register as register_estimator
 from mr_search.advantage.episodes import episode_rows
 from mr_search.agent.config import EpisodeConfig
+from mr_search.agent.retrieval_client import RetrieverConfig
 from mr_search.config_checks import subtree
 from mr_search.contract import COLUMNS
-from mr_search.retrieval_client import RetrieverConfig
-from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
-from mr_search.trainer.engine_guard import LastCheckpoint, dead_servers, replica_servers, run_bounded
-from mr_search.trainer.metrics import attempt_statistics, episode_statistics
-from mr_search.trainer.resume_check import resume_and_continue
-from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
-from mr_search.trainer.startup import (
+from mr_search.ops.engine_guard import LastCheckpoint, dead_servers, replica_servers, run_bounded
+from mr_search.ops.resume_check import resume_and_continue
+from mr_search.ops.startup import (
     check_training_options,
     replay_poll_seconds,
     resume_steps,
     weight_sync_timeout_seconds,
 )
+from mr_search.trainer.columns import AttemptBatch, attempt_batch_from_columns, attempt_token_sums
+from mr_search.trainer.metrics import attempt_statistics, episode_statistics
+from mr_search.trainer.search_health import check_generation_timeouts, check_search_failures, search_failures
 from mr_search.trainer.validation import AttemptsOnRows, validation_speed
 
 logger = logging.getLogger(__name__)
@@ -91,14 +91,14 @@ class MRSearchTrainer(PPOTrainerSync):
 
     def fit(self, agent_loop_manager: Any) -> None:
         """verl's training loop; with ``mr_search.trainer.resume_steps`` > 0 it then resumes from the run's own last
-        checkpoint in this launch and trains that many more steps (``mr_search.trainer.resume_check``)."""
+        checkpoint in this launch and trains that many more steps (``mr_search.ops.resume_check``)."""
         super().fit(agent_loop_manager)
         steps = resume_steps(self.config)
         if steps and not self.config.trainer.get("val_only", False):
             resume_and_continue(self, lambda: super(MRSearchTrainer, self).fit(agent_loop_manager), steps)
 
     def on_init_end(self) -> None:
-        """verl's first weight sync (after a checkpoint load), bounded (``mr_search.trainer.engine_guard``)."""
+        """verl's first weight sync (after a checkpoint load), bounded (``mr_search.ops.engine_guard``)."""
         self.engine_call("the first weight sync", super().on_init_end)
 
     def on_sample_end(self) -> None:

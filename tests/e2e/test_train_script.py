@@ -217,7 +217,7 @@ def test_enforce_eager_is_passed_to_the_engine_and_checked(run_script, tmp_path)
 @pytest.mark.parametrize(("saver", "off"), [("0", True), ("1", False), ("auto", False)])
 def test_sglang_memory_saver_knob(run_script, tmp_path, saver, off):
     """0: the engine keeps its memory (nothing for verl to release); 1: verl's default; auto: decided at start-up
-    (mr_search/gpu_fit.py; a dry run reads no model, so on) and said on one line."""
+    (mr_search/ops/gpu_fit.py; a dry run reads no model, so on) and said on one line."""
     run = run_script(tmp_path / "run", DRY_RUN="1", PRESET="paper", ROLLOUT_ENGINE="sglang", SGLANG_MEMORY_SAVER=saver)
     assert run.returncode == 0, run.output
     command = shlex.split(next(line for line in run.output.splitlines() if "verl.trainer.main_ppo" in line))
@@ -231,12 +231,12 @@ def test_sglang_memory_saver_knob(run_script, tmp_path, saver, off):
 def test_the_saver_choice_sizes_the_update_from_command_line_overrides(run_script, tmp_path):
     """SGLANG_MEMORY_SAVER=auto estimates the update from what the run will use: a Hydra override of the micro-batch
     or the lengths on the command line (verl reads those last), the preset's value only when none is given. A
-    stand-in for $PYTHON records what the script asks mr_search.gpu_fit."""
+    stand-in for $PYTHON records what the script asks mr_search.ops.gpu_fit."""
     asked = tmp_path / "gpu_fit_args"
     python = tmp_path / "python"
     python.write_text(
         "#!/usr/bin/env bash\n"
-        f'[[ "$1 $2" == "-m mr_search.gpu_fit" ]] && echo "$@" >> {asked}\n'
+        f'[[ "$1 $2" == "-m mr_search.ops.gpu_fit" ]] && echo "$@" >> {asked}\n'
         f'exec {sys.executable} "$@"\n'
     )
     python.chmod(0o755)
