@@ -18,7 +18,7 @@ logger = logging.getLogger(__name__)
 _PARTS: tuple[str, ...] = (
     "mr_search.cpu",
     "mr_search.advantage",
-    "mr_search.trainer",
+    "mr_search.ops.trainer_registration",
     "mr_search.agent.registration",
     "mr_search.ops.faults",  # only with MR_SEARCH_FAULT set
 )

@@ -1,5 +1,8 @@
 """The MR-Search trainer (``trainer.v1.trainer_mode=mr_search``), registered with verl's ``register_trainer``.
 
+The registered class is ``mr_search.ops.trainer.MRSearchTrainer``: the method's step
+(``mr_search.trainer.attempt_trainer``) with the run's operations beside it.
+
 The trainer module imports verl's whole V1 trainer stack, which must not be imported from the plugin while
 ``import verl`` is still running (docs/cpu-backend.md#what-it-registers), and would slow every Ray worker's start. So
 ``register()`` registers it at once only when verl's V1 trainer package is already loaded; otherwise it leaves a
@@ -28,7 +31,7 @@ def register_now() -> None:
     """Imports the trainer and puts it in verl's trainer registry (a repeated call is a no-op)."""
     from verl.trainer.ppo.v1.trainer_base import TRAINER_REGISTRY, register_trainer
 
-    from mr_search.trainer.attempt_trainer import MRSearchTrainer
+    from mr_search.ops.trainer import MRSearchTrainer
 
     existing = TRAINER_REGISTRY.get(TRAINER_NAME)
     if existing is not None:

@@ -22,7 +22,7 @@ from mr_search.ops.resume_check import (
 )
 from mr_search.ops.run_checks import check_resume, check_resumed_state
 from mr_search.ops.startup import check_training_options, resume_steps
-from mr_search.trainer.attempt_trainer import MRSearchTrainer
+from mr_search.ops.trainer import MRSearchTrainer
 
 
 class FakeActor:

@@ -171,7 +171,7 @@ def test_the_replay_buffer_polls_at_the_configured_interval() -> None:
     from hydra import compose, initialize_config_dir
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-    from mr_search.trainer.attempt_trainer import MRSearchTrainer
+    from mr_search.ops.trainer import MRSearchTrainer
 
     configs = Path(__file__).resolve().parents[3] / "configs"
     with initialize_config_dir(config_dir=str(configs), version_base=None):
