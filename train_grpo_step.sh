@@ -147,10 +147,10 @@ status=0
 "${cmd[@]}" 2>&1 | tee -a "$RUN_DIR/train.log" || status=$?
 cat "$RUN_DIR"/metrics/*.jsonl >"$RUN_DIR/metrics.jsonl" 2>/dev/null || true
 if ((status != 0)); then
-  "$PYTHON" -m mr_search.diagnosis "$RUN_DIR/train.log" >&2 || true
+  "$PYTHON" -m mr_search.ops.diagnosis "$RUN_DIR/train.log" >&2 || true
   die "training failed (exit $status); log: $RUN_DIR/train.log"
 fi
-"$PYTHON" -m mr_search.run_summary "$RUN_DIR" || true  # per-step table over all launches: EM at each attempt, gain
+"$PYTHON" -m mr_search.runlog.run_summary "$RUN_DIR" || true  # per-step table over all launches: EM at each attempt, gain
 echo "train_grpo_step.sh: done in ${SECONDS}s. Run folder: $RUN_DIR"
 echo "  checkpoints: $RUN_DIR/checkpoints   per-step metrics: $RUN_DIR/metrics.jsonl (table: summary.md)"
 echo "  continue it: RUN_DIR=$RUN_DIR bash train_grpo_step.sh"

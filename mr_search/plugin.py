@@ -18,9 +18,9 @@ logger = logging.getLogger(__name__)
 _PARTS: tuple[str, ...] = (
     "mr_search.cpu",
     "mr_search.advantage",
-    "mr_search.trainer",
+    "mr_search.ops.trainer_registration",
     "mr_search.agent.registration",
-    "mr_search.faults",  # only with MR_SEARCH_FAULT set
+    "mr_search.ops.faults",  # only with MR_SEARCH_FAULT set
 )
 
 _done = False

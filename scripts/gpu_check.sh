@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Proves the GPU path on this node: two real MR-Search training steps with your rollout engine on the embedded world,
-# a resume from the saved state and one more step, then the checks of a run as a table (mr_search/run_checks.py):
+# a resume from the saved state and one more step, then the checks of a run as a table (mr_search/ops/run_checks.py):
 #
 #   bash scripts/gpu_check.sh                       # SGLang on one GPU (make gpu-check)
 #   ROLLOUT_ENGINE=vllm bash scripts/gpu_check.sh   # vLLM
@@ -9,7 +9,7 @@
 #
 # The resume runs inside the one launch (RESUME=launch, the default): after the last step the trainer rewinds to the
 # checkpoint before it, then resumes from the last one through verl's own resume path and trains one more step
-# (mr_search.trainer.resume_steps=1, mr_search/trainer/resume_check.py); the checks compare the step counter, the
+# (mr_search.trainer.resume_steps=1, mr_search/ops/resume_check.py); the checks compare the step counter, the
 # weights, the optimizer and the dataloader position with the checkpoints. A second launch would pay Ray, the
 # workers and the engine's start again (minutes) for the same load. Its wall time and phases: docs/gpu.md (SGLang on
 # one H200; vLLM not measured in one launch). SGLang is the default: the paper's engine, the paper preset's default
@@ -124,12 +124,12 @@ if [[ "$DRY_RUN" != 1 && ( -z "${MODEL_PATH:-}" || -z "${TRAIN_FILE:-}" || -z "$
   export MODEL_PATH="${MODEL_PATH:-${prepared[-1]}}"
 fi
 # SGLang builds five CUDA kernels with nvcc at their first use, the first generation of step 1 (on a fresh machine
-# most of a minute, one after the other); mr_search/engine_warm.py builds them side by side into the same disk cache
+# most of a minute, one after the other); mr_search/ops/engine_warm.py builds them side by side into the same disk cache
 # while Ray, the trainer and the engine start. Best effort: what it misses the engine builds as before. ENGINE_WARM=0
 # leaves it out.
 warm_pid=""
 if [[ "$ROLLOUT_ENGINE" == sglang && "${ENGINE_WARM:-1}" != 0 ]]; then
-  warm_command=("$PYTHON" -m mr_search.engine_warm --model "${MODEL_PATH:-<the prepared policy>}")
+  warm_command=("$PYTHON" -m mr_search.ops.engine_warm --model "${MODEL_PATH:-<the prepared policy>}")
   if [[ "$DRY_RUN" == 1 ]]; then
     echo "gpu_check.sh: engine warm: ${warm_command[*]}"
   else
@@ -159,6 +159,6 @@ if [[ "$RESUME" == restart ]]; then
 else
   launch "$TOTAL_STEPS" "++mr_search.trainer.resume_steps=1" "$@" || status=$?
 fi
-"$PYTHON" -m mr_search.run_checks "$RUN_DIR" || status=1
+"$PYTHON" -m mr_search.ops.run_checks "$RUN_DIR" || status=1
 echo "gpu_check.sh: run folder $RUN_DIR (train.log, checks.md, trace/); ${SECONDS}s in all"
 exit "$status"

@@ -12,7 +12,6 @@ import numpy as np
 import torch
 
 from mr_search.advantage.config import BASELINES
-from mr_search.advantage.cpu_tuning import spread_table
 
 GroupIds = torch.Tensor | np.ndarray | Sequence[str] | Sequence[int]
 
@@ -218,6 +217,13 @@ def spread_to_tokens(advantages: torch.Tensor, attempt_ids: torch.Tensor, respon
             f"attempt_ids {tuple(attempt_ids.shape)} and response_mask {tuple(response_mask.shape)} must both be "
             f"[B, T] with B = {advantages.shape[0]} rows, as advantages {tuple(advantages.shape)}"
         )
-    # Column 0 stands for padding (id -1 -> index 0), so a single lookup needs no branch.
+    # Column 0 stands for padding (id -1 -> index 0), so a single gather needs no branch.
     table = torch.cat([advantages.new_zeros(advantages.shape[0], 1), advantages], dim=1)
-    return spread_table(table, attempt_ids, response_mask)  # the fast path: numba, threads, huge pages
+    index = attempt_ids.to(device=table.device, dtype=torch.int64) + 1
+    try:
+        tokens = torch.gather(table, 1, index)
+    except (RuntimeError, IndexError) as error:
+        raise ValueError(
+            f"attempt ids must lie in 0..{advantages.shape[1] - 1}, or be -1 on padding: {error}"
+        ) from error
+    return tokens.mul_(response_mask.to(tokens.device))  # as verl's estimators: advantage * mask

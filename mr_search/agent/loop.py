@@ -13,15 +13,15 @@ from verl.experimental.agent_loop.agent_loop import AgentLoopBase, AgentLoopMetr
 
 from mr_search import prompts
 from mr_search.agent.config import EpisodeConfig
-from mr_search.agent.output import MRSearchAgentLoopOutput, attempt_statuses, episode_metrics
+from mr_search.agent.output import MRSearchAgentLoopOutput, attempt_statuses, episode_metrics, training_rows
 from mr_search.agent.parsing import STOP_STRINGS, ActionKind, cut_after_close, parse_turn, unclosed_tag
-from mr_search.agent.segments import ContextSegment, note_turn, training_rows
+from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig, SearchOutcome, shared_client
+from mr_search.agent.segments import ContextSegment, note_turn
 from mr_search.agent.state import AttemptRecord, EpisodeState, Phase
 from mr_search.agent.tokens import EnvEncoder, Transcript, single_token_stops
 from mr_search.agent.trace import Tracer
 from mr_search.config_checks import subtree
 from mr_search.contract import GENERATION_TIMEOUTS, ROW_ATTEMPTS, SEARCH_RECORD, AttemptStatus
-from mr_search.retrieval_client import RetrievalClient, RetrieverConfig, SearchOutcome, shared_client
 from mr_search.reward import RewardConfig, exact_match, gold_answers, token_f1
 
 logger = logging.getLogger(__name__)

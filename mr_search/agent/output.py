@@ -1,4 +1,4 @@
-"""The agent loop's output: verl's ``AgentLoopOutput`` plus the per-attempt contract columns."""
+"""The agent loop's output: verl's ``AgentLoopOutput`` plus the per-attempt contract columns, and its training rows."""
 
 from __future__ import annotations
 
@@ -8,8 +8,16 @@ import torch
 from verl.experimental.agent_loop.agent_loop import AgentLoopOutput
 
 from mr_search import contract
+from mr_search.agent.segments import ContextSegment
 from mr_search.agent.state import EpisodeState
-from mr_search.contract import AttemptStatus
+from mr_search.contract import GENERATION_TIMEOUTS, SEARCH_RECORD, SEGMENT, AttemptStatus
+
+# The meta-episode's own records: kept on its last row, zeroed on the others (summed per step by the trainer).
+_EPISODE_RECORDS = {
+    SEARCH_RECORD: {"run": 0, "failed": 0, "last_error": None},
+    GENERATION_TIMEOUTS: 0,
+    "mr_search_attempts": [],
+}
 
 
 class MRSearchAgentLoopOutput(AgentLoopOutput):
@@ -88,3 +96,54 @@ def aggregate_metrics(per_trajectory: list[dict[str, float]], prefix: str = "mr_
         return {}
     keys = sorted({key for metrics in per_trajectory for key in metrics})
     return {f"{prefix}{key}": sum(m.get(key, 0.0) for m in per_trajectory) / len(per_trajectory) for key in keys}
+
+
+def training_rows(
+    output: MRSearchAgentLoopOutput, segments: list[ContextSegment]
+) -> MRSearchAgentLoopOutput | list[MRSearchAgentLoopOutput]:
+    """The training rows of a meta-episode: ``output`` itself when every turn saw the whole context, else one row
+    per segment (``mr_search.agent.segments``).
+
+    Args:
+        output: the whole meta-episode as one sequence (what evaluation reads).
+        segments: the segments of its model turns, in order (``note_turn``); the first starts at position 0.
+
+    Returns:
+        ``output`` unchanged for one segment with the whole context; else the list of rows, in order.
+    """
+    length = len(output.response_ids)
+    kept = [segment for segment in segments if segment.first < length]
+    if len(kept) <= 1 and all(segment.context_start == 0 for segment in kept):
+        return output
+    if not kept or kept[0].first != 0:
+        kept.insert(0, ContextSegment(context_start=0, first=0))
+    ends = [segment.first for segment in kept[1:]] + [length]
+    rows = []
+    for index, (segment, end) in enumerate(zip(kept, ends, strict=True)):
+        last = index == len(kept) - 1
+        extra = dict(output.extra_fields)
+        if not last:
+            extra.update({key: _fresh(value) for key, value in _EPISODE_RECORDS.items()})
+        extra[SEGMENT] = {"index": index, "count": len(kept)}
+        span = slice(segment.first, end)
+        rows.append(
+            type(output)(
+                prompt_ids=output.prompt_ids + output.response_ids[segment.context_start : segment.first],
+                response_ids=output.response_ids[span],
+                response_mask=output.response_mask[span],
+                response_logprobs=output.response_logprobs[span] if output.response_logprobs is not None else None,
+                attempt_ids=output.attempt_ids[span],
+                attempt_rewards=list(output.attempt_rewards),
+                attempt_status=list(output.attempt_status),
+                episode_id=output.episode_id,
+                reward_score=output.reward_score,
+                num_turns=output.num_turns,
+                metrics=output.metrics,
+                extra_fields=extra,
+            )
+        )
+    return rows
+
+
+def _fresh(value: object) -> object:
+    return dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list) else value

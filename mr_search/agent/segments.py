@@ -16,19 +16,6 @@ each token gets its attempt's advantage and the group baseline counts the meta-e
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-from mr_search.contract import GENERATION_TIMEOUTS, SEARCH_RECORD, SEGMENT
-
-if TYPE_CHECKING:  # output.py imports the episode state, which holds the segments
-    from mr_search.agent.output import MRSearchAgentLoopOutput
-
-# The meta-episode's own records: kept on its last row, zeroed on the others (summed per step by the trainer).
-_EPISODE_RECORDS = {
-    SEARCH_RECORD: {"run": 0, "failed": 0, "last_error": None},
-    GENERATION_TIMEOUTS: 0,
-    "mr_search_attempts": [],
-}
 
 
 @dataclass(frozen=True)
@@ -50,54 +37,3 @@ def note_turn(segments: list[ContextSegment], context_start: int, position: int)
     it continues the current segment when the cut is the same, else opens a new one."""
     if not segments or segments[-1].context_start != context_start:
         segments.append(ContextSegment(context_start=context_start, first=position))
-
-
-def training_rows(
-    output: MRSearchAgentLoopOutput, segments: list[ContextSegment]
-) -> MRSearchAgentLoopOutput | list[MRSearchAgentLoopOutput]:
-    """The training rows of a meta-episode: ``output`` itself when every turn saw the whole context, else one row
-    per segment (see the module docstring).
-
-    Args:
-        output: the whole meta-episode as one sequence (what evaluation reads).
-        segments: the segments of its model turns, in order (``note_turn``); the first starts at position 0.
-
-    Returns:
-        ``output`` unchanged for one segment with the whole context; else the list of rows, in order.
-    """
-    length = len(output.response_ids)
-    kept = [segment for segment in segments if segment.first < length]
-    if len(kept) <= 1 and all(segment.context_start == 0 for segment in kept):
-        return output
-    if not kept or kept[0].first != 0:
-        kept.insert(0, ContextSegment(context_start=0, first=0))
-    ends = [segment.first for segment in kept[1:]] + [length]
-    rows = []
-    for index, (segment, end) in enumerate(zip(kept, ends, strict=True)):
-        last = index == len(kept) - 1
-        extra = dict(output.extra_fields)
-        if not last:
-            extra.update({key: _fresh(value) for key, value in _EPISODE_RECORDS.items()})
-        extra[SEGMENT] = {"index": index, "count": len(kept)}
-        span = slice(segment.first, end)
-        rows.append(
-            type(output)(
-                prompt_ids=output.prompt_ids + output.response_ids[segment.context_start : segment.first],
-                response_ids=output.response_ids[span],
-                response_mask=output.response_mask[span],
-                response_logprobs=output.response_logprobs[span] if output.response_logprobs is not None else None,
-                attempt_ids=output.attempt_ids[span],
-                attempt_rewards=list(output.attempt_rewards),
-                attempt_status=list(output.attempt_status),
-                episode_id=output.episode_id,
-                reward_score=output.reward_score,
-                num_turns=output.num_turns,
-                metrics=output.metrics,
-                extra_fields=extra,
-            )
-        )
-    return rows
-
-
-def _fresh(value: object) -> object:
-    return dict(value) if isinstance(value, dict) else list(value) if isinstance(value, list) else value

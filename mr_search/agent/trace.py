@@ -1,4 +1,4 @@
-"""An optional record of what the engine sampled and what the loop kept, turn by turn (``mr_search.run_checks``).
+"""An optional record of what the engine sampled and what the loop kept, turn by turn (``mr_search.ops.run_checks``).
 
 Off unless ``MR_SEARCH_TRACE_DIR`` names a folder (``scripts/gpu_check.sh`` sets it). Then every meta-episode appends
 one JSON line to ``<dir>/trace-<host>-<pid>.jsonl``: per model turn the token ids the engine returned, how many the loop

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Final
 
 from mr_search.bench.step_cost import steady_steps
-from mr_search.training_log import step_record
+from mr_search.runlog.training_log import step_record
 
 FIRST_ATTEMPT: Final = "mr_search/attempt_1/trained_tokens"
 

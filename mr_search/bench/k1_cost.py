@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from mr_search.bench.step_cost import COLUMNS, STEP, RunCost, run_cost, steady_steps
-from mr_search.training_log import MEASURES
+from mr_search.runlog.training_log import MEASURES
 
 TARGET: Final = 1.05
 ATTEMPTS: Final = "mr_search/num_attempts"  # logged by the mr_search estimator at any K

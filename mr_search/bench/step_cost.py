@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mr_search.training_log import STEP_TIME, logged_rows, read_launches, step_record, step_tokens
+from mr_search.runlog.training_log import STEP_TIME, logged_rows, read_launches, step_record, step_tokens
 
 PHASES: Final = {
     "generation": "timing_s/gen",

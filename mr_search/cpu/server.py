@@ -28,7 +28,7 @@ from verl.workers.config import HFModelConfig, RolloutConfig
 from verl.workers.rollout.replica import RolloutMode, TokenOutput
 
 from mr_search.cpu.generation import Generation, generate_batch
-from mr_search.hf_generate import PendingTurn, eos_token_ids, pad_token_id, resolve_batch, sampling_from_request
+from mr_search.cpu.hf_generate import PendingTurn, eos_token_ids, pad_token_id, resolve_batch, sampling_from_request
 
 logger = logging.getLogger(__name__)
 

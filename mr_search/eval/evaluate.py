@@ -60,7 +60,7 @@ async def _evaluate_model(
 ) -> list[dict[str, Any]]:
     from transformers import AutoTokenizer
 
-    from mr_search.hf_generate import LocalServerManager
+    from mr_search.cpu.hf_generate import LocalServerManager
 
     model_dir = resolve_model_dir(spec.path)
     # The loop and the generator get separate tokenizer objects: a fast tokenizer is not thread-safe.
@@ -87,8 +87,8 @@ def evaluate(
     progress: bool = True,
 ) -> dict[str, Path]:
     """Evaluates each model greedily with K_eval = ``config.attempts``; returns the written files by name."""
-    from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
-    from mr_search.viewer.build import build_viewer
+    from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig
+    from mr_search.runlog.viewer.build import build_viewer
 
     if not models:
         raise ValueError("evaluate: no model given")

@@ -107,7 +107,7 @@ def visible_gpus(env: Mapping[str, str]) -> int:
 def _saver_choice(
     model: str, gpus: int, utilization: float, card_mib: str, micro: int, tokens: int
 ) -> tuple[bool, str]:
-    from mr_search.gpu_fit import choose, model_size  # torch and transformers load only when a model is read
+    from mr_search.ops.gpu_fit import choose, model_size  # torch and transformers load only when a model is read
 
     parameters, vocab = None, 0
     if model:
@@ -138,7 +138,7 @@ class Host:
     has_module: Callable[[str], bool]
     card_mib: Callable[[], str]  # one GPU's memory in MiB as nvidia-smi reports it; empty without one
     cpu_dtype: Callable[[], str]  # bfloat16 where the CPU computes it natively, else float32
-    saver_choice: Callable[[str, int, float, str, int, int], tuple[bool, str]]  # mr_search.gpu_fit's choice
+    saver_choice: Callable[[str, int, float, str, int, int], tuple[bool, str]]  # mr_search.ops.gpu_fit's choice
 
 
 def real_host(env: Mapping[str, str]) -> Host:

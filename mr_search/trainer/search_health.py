@@ -6,8 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from mr_search.agent.retrieval_client import RetrieverConfig
 from mr_search.contract import GENERATION_TIMEOUTS, SEARCH_RECORD
-from mr_search.retrieval_client import RetrieverConfig
 from mr_search.trainer.metrics import trajectory_fields
 
 

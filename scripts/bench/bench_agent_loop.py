@@ -26,7 +26,7 @@ from verl.workers.rollout.replica import TokenOutput
 
 from mr_search import prompts
 from mr_search.agent.loop import MRSearchAgentLoop
-from mr_search.retrieval_client import SearchOutcome
+from mr_search.agent.retrieval_client import SearchOutcome
 from mr_search_embedded.tiny_model import ensure_tiny_model
 
 LIMIT = 11.0

@@ -270,8 +270,8 @@ def main() -> int:
     logging.getLogger("verl.utils.tokenizer.continuous_token_wiring").setLevel(logging.ERROR)  # once per loop object
     from transformers import AutoTokenizer
 
+    from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig
     from mr_search.eval.runner import EvalConfig, InlineExecutor, agent_loop_factory
-    from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
 
     args.model = str(Path(args.model).resolve())  # verl asserts on a trailing "/"
     rows = load_rows(args.data, args.questions)

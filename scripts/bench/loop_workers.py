@@ -46,8 +46,8 @@ def _worker(conn: Connection, socket_path: str, spec: LoopSpec) -> None:
 async def _serve_commands(conn: Connection, socket_path: str, spec: LoopSpec) -> None:
     from transformers import AutoTokenizer
 
+    from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig
     from mr_search.eval.runner import InlineExecutor, agent_loop_factory
-    from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
 
     loop = asyncio.get_running_loop()
     loop.set_default_executor(InlineExecutor())  # one thread for the tokenizer (runner.py)

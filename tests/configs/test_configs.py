@@ -114,9 +114,9 @@ def test_project_subtrees_pass_their_owners_typed_configs(compose_config, name):
     """Each ``mr_search.*`` subtree is accepted by the dataclass its owner builds from it (no unknown keys)."""
     from mr_search.advantage.config import AdvantageConfig
     from mr_search.agent.config import EpisodeConfig
-    from mr_search.retrieval_client import RetrieverConfig
+    from mr_search.agent.retrieval_client import RetrieverConfig
+    from mr_search.ops.startup import replay_poll_seconds
     from mr_search.reward.config import RewardConfig
-    from mr_search.trainer.startup import replay_poll_seconds
 
     config = compose_config(name, ["actor_rollout_ref.model.path=/tmp/tiny"])
     subtrees = config.mr_search

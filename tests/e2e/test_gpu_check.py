@@ -220,7 +220,7 @@ def test_steps_is_total_steps_as_in_the_training_script(tmp_path: Path) -> None:
     ],
 )
 def test_sglang_s_first_use_kernels_are_built_in_the_background(tmp_path: Path, env: dict, warms: bool) -> None:
-    """With SGLang the check builds the engine's JIT kernels beside the launch (mr_search.engine_warm); a dry run
+    """With SGLang the check builds the engine's JIT kernels beside the launch (mr_search.ops.engine_warm); a dry run
     names the command and starts nothing."""
     run = subprocess.run(
         ["bash", str(SCRIPT)],
@@ -233,7 +233,7 @@ def test_sglang_s_first_use_kernels_are_built_in_the_background(tmp_path: Path, 
     lines = [line for line in run.stdout.splitlines() if "engine warm:" in line]
     if warms:
         (line,) = lines
-        assert line.endswith("-m mr_search.engine_warm --model /models/tiny")
+        assert line.endswith("-m mr_search.ops.engine_warm --model /models/tiny")
     else:
         assert not lines
     assert not (tmp_path / "run").exists()

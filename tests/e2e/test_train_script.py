@@ -217,7 +217,7 @@ def test_enforce_eager_is_passed_to_the_engine_and_checked(run_script, tmp_path)
 @pytest.mark.parametrize(("saver", "off"), [("0", True), ("1", False), ("auto", False)])
 def test_sglang_memory_saver_knob(run_script, tmp_path, saver, off):
     """0: the engine keeps its memory (nothing for verl to release); 1: verl's default; auto: decided at start-up
-    (mr_search/gpu_fit.py; a dry run reads no model, so on) and said on one line. The inputs it decides from:
+    (mr_search/ops/gpu_fit.py; a dry run reads no model, so on) and said on one line. The inputs it decides from:
     tests/mr_search/ops/test_launch.py."""
     run = run_script(tmp_path / "run", DRY_RUN="1", PRESET="paper", ROLLOUT_ENGINE="sglang", SGLANG_MEMORY_SAVER=saver)
     assert run.returncode == 0, run.output
@@ -263,7 +263,7 @@ torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 9.28 GiB."""
 
 
 def test_a_failed_training_names_its_cause_and_the_log(run_script, tmp_path, port_answers):
-    """When the trainer fails, the script prints mr_search.diagnosis's reading of the log (cause and fix) and the
+    """When the trainer fails, the script prints mr_search.ops.diagnosis's reading of the log (cause and fix) and the
     log's path, and exits non-zero. A stand-in for $PYTHON plays a trainer that runs out of memory in the update."""
     python = tmp_path / "python"
     python.write_text(

@@ -42,7 +42,7 @@ from mr_search import plugin
 plugin._done = False
 plugin.register()  # a retried plugin import must not raise "already registered"
 state["trainer"] = trainer.__module__ + "." + trainer.__qualname__
-state["sync_subclass"] = [c.__name__ for c in trainer.__mro__][1]
+state["sync_subclass"] = next(c.__name__ for c in trainer.__mro__ if c.__module__.startswith("verl."))
 from mr_search.cpu.adapter import HFServerAdapter
 state["fault_on_cpu_adapter"] = repr(getattr(HFServerAdapter.update_weights, "_mr_search_fault", None))
 print(json.dumps(state))

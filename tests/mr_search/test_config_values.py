@@ -10,7 +10,7 @@ from omegaconf import OmegaConf
 
 from mr_search.advantage import AdvantageConfig
 from mr_search.agent.config import EpisodeConfig
-from mr_search.retrieval_client import RetrieverConfig
+from mr_search.agent.retrieval_client import RetrieverConfig
 from mr_search.reward import RewardConfig
 
 SUBTREES: list[tuple[type, str]] = [

@@ -1,4 +1,5 @@
-"""Product and lab apart: the plugin package imports nothing of the embedded-world example, statically or at run."""
+"""Product and lab apart: the plugin package imports nothing of the embedded-world example, statically or at run;
+the method's folders import nothing of the GPU-run tooling (``mr_search.ops``) either."""
 
 from __future__ import annotations
 
@@ -12,14 +13,39 @@ REPO = Path(__file__).resolve().parents[2]
 LAB = "mr_search_embedded"
 
 
+METHOD = ("agent", "advantage", "reward", "trainer")  # the folders of mr_search that are the method
+
+
 def _imports(path: Path) -> set[str]:
+    """Every module an ``import`` anywhere in the file names (``from a import b`` gives ``a`` and ``a.b``)."""
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
+            names.update(f"{node.module}.{alias.name}" for alias in node.names)
     return names
+
+
+def _is_ops_or_lab(name: str) -> bool:
+    return name.split(".")[0] == LAB or name == "mr_search.ops" or name.startswith("mr_search.ops.")
+
+
+def test_the_method_imports_nothing_of_ops_or_the_lab() -> None:
+    offenders = {
+        str(path.relative_to(REPO)): sorted(name for name in _imports(path) if _is_ops_or_lab(name))
+        for folder in METHOD
+        for path in sorted((REPO / "mr_search" / folder).rglob("*.py"))
+    }
+    offenders = {path: names for path, names in offenders.items() if names}
+    assert offenders == {}, f"the method's folders {METHOD} must not import mr_search.ops or the lab: {offenders}"
+
+
+def test_the_probe_sees_an_import_of_ops(tmp_path: Path) -> None:
+    module = tmp_path / "m.py"
+    module.write_text("def f():\n    from mr_search import ops\n    from mr_search.ops.faults import Fault\n")
+    assert {"mr_search.ops", "mr_search.ops.faults"} <= {name for name in _imports(module) if _is_ops_or_lab(name)}
 
 
 def test_no_module_of_the_plugin_or_the_service_names_the_lab() -> None:

@@ -18,5 +18,6 @@ def test_import_verl_registers_every_part(fresh_verl: dict) -> None:
 
 @pytest.mark.xdist_group("fresh_verl")
 def test_a_fault_asked_for_is_installed_on_the_rollout_adapters(fresh_verl: dict) -> None:
-    """The probe's interpreter runs with MR_SEARCH_FAULT=engine-stop@7: `import verl` installs it (mr_search.faults)."""
+    """The probe's interpreter runs with MR_SEARCH_FAULT=engine-stop@7: `import verl` installs it
+    (mr_search.ops.faults)."""
     assert fresh_verl["fault_on_cpu_adapter"] == "Fault(action='engine-stop', step=7)"

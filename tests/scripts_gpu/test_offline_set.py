@@ -36,10 +36,9 @@ OPTIONAL = {
     "and gpu-check's BM25 service uses no dense index",
     "pyserini": "an existing Lucene BM25 index (RETRIEVER_INDEX=<Lucene folder>, the [pyserini] extra, needs Java)",
     "Stemmer": "PyStemmer, which the BM25 index uses when installed (indexes/bm25.py: no stemming without it)",
-    "numba": "the advantage's CPU kernel (advantage/spread_kernel.py): without it torch's gather, same values",
     "matplotlib": "plots of evaluation reports and of the embedded world's comparison (the [eval] extra)",
-    "sglang": "the engine itself, which the SGLang set carries; mr_search/engine_warm.py (gpu-check's kernel builds "
-    "ahead) imports it lazily and runs only with ROLLOUT_ENGINE=sglang",
+    "sglang": "the engine itself, which the SGLang set carries; mr_search/ops/engine_warm.py (gpu-check's kernel "
+    "builds ahead) imports it lazily and runs only with ROLLOUT_ENGINE=sglang",
 }
 # `<name>  # from <folder>`: the line wheelhouse.sh reads to build a project wheel.
 PROJECT_LINE = re.compile(r"^(?P<name>[a-z][a-z0-9-]*)\s*# from (?P<folder>\S+)$")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mr_search.training_log import read_metrics
+from mr_search.runlog.training_log import read_metrics
 
 MAX_TOKENS: Final = 32768  # tokens of one dynamic micro-batch: ~36 of the lab's meta-episodes
 PROFILES: Final[dict[str, tuple[str, ...]]] = {
@@ -151,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     report.add_argument("out", type=Path)
     args = parser.parse_args(argv)
     if args.command == "overrides":
-        print("\n".join(overrides(args.profile)))
+        for line in overrides(args.profile):  # none for baseline: an empty line would be an empty Hydra override
+            print(line)
         return 0
     try:
         print(summarize(args.out))

@@ -92,7 +92,7 @@ def build_tokenizer(
     Returns:
         The saved ``PreTrainedTokenizerFast``; eos is ``<|im_end|>``, pad is ``<|endoftext|>``.
     """
-    from mr_search.chatml_tokenizer import CHAT_TEMPLATE, train_chatml_bpe
+    from mr_search.cpu.chatml_tokenizer import CHAT_TEMPLATE, train_chatml_bpe
 
     fast = train_chatml_bpe(texts, vocab_size)
     if tag_tokens:

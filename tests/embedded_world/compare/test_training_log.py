@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from mr_search.training_log import closest_step, cumulative_tokens, read_steps, steps_to_reach
+from mr_search.runlog.training_log import closest_step, cumulative_tokens, read_steps, steps_to_reach
 
 
 def test_reads_attempt_em_and_tokens_over_launches(tmp_path: Path, write_metrics, mr_step, k1_step) -> None:

@@ -87,13 +87,3 @@ def reference_attempt_advantages(
 def reference() -> Callable[..., list[list[float]]]:
     """The plain-loop reference implementation."""
     return reference_attempt_advantages
-
-
-@pytest.fixture(params=["compiled", "torch"])
-def spread_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Runs a test on both CPU paths of spread_to_tokens: the numba kernel and torch's gather (numba missing)."""
-    if request.param == "torch":
-        from mr_search.advantage import cpu_tuning
-
-        monkeypatch.setattr(cpu_tuning, "compiled_kernel", lambda: None)
-    return request.param

@@ -123,7 +123,7 @@ def test_mismatched_shapes_are_rejected() -> None:
         attempt_advantages(torch.zeros(2, 1), torch.ones(2, 1, dtype=torch.bool), ["a"])
 
 
-def test_spread_to_tokens_follows_attempt_ids_and_mask(spread_path: str) -> None:
+def test_spread_to_tokens_follows_attempt_ids_and_mask() -> None:
     advantages = _t([[1.0, -2.0], [3.0, 4.0]])
     attempt_ids = torch.tensor([[0, 0, 1, 1, -1], [0, 1, 1, -1, -1]])
     mask = torch.tensor([[1, 0, 1, 1, 0], [1, 1, 0, 0, 0]])
@@ -131,38 +131,31 @@ def test_spread_to_tokens_follows_attempt_ids_and_mask(spread_path: str) -> None
     assert tokens.tolist() == [[1.0, 0.0, -2.0, -2.0, 0.0], [3.0, 4.0, 0.0, 0.0, 0.0]]
 
 
-def test_spread_to_tokens_gives_padding_zero_even_under_the_mask(spread_path: str) -> None:
+def test_spread_to_tokens_gives_padding_zero_even_under_the_mask() -> None:
     # Padding id -1 must never read attempt 0's advantage.
     tokens = spread_to_tokens(_t([[5.0]]), torch.tensor([[0, -1]]), torch.tensor([[1, 1]]))
     assert tokens.tolist() == [[5.0, 0.0]]
 
 
-def test_spread_to_tokens_rejects_ids_beyond_k(spread_path: str) -> None:
+def test_spread_to_tokens_rejects_ids_beyond_k() -> None:
     with pytest.raises(ValueError, match=r"must lie in 0\.\.1, or be -1 on padding"):
         spread_to_tokens(_t([[1.0, 2.0]]), torch.tensor([[0, 2]]), torch.tensor([[1, 1]]))
     with pytest.raises(ValueError, match=r"must lie in 0\.\.1"):
         spread_to_tokens(_t([[1.0, 2.0]]), torch.tensor([[0, -2]]), torch.tensor([[1, 1]]))
 
 
-@pytest.mark.parametrize("threads", [1, 2, 3])
-def test_spread_to_tokens_row_ranges_on_worker_threads_match_a_plain_loop(threads: int, spread_path: str) -> None:
-    # Wide rows make many row blocks, so the CPU path splits them over `threads` workers; every row must still
-    # get exactly its own attempt's value, and a bad id in a worker's range must still raise ValueError.
-    generator = torch.Generator().manual_seed(threads)
+def test_spread_to_tokens_on_wide_rows_matches_a_plain_loop() -> None:
+    # Every row must get exactly its own attempt's value, and a bad id in the last row must still raise ValueError.
+    generator = torch.Generator().manual_seed(0)
     rows, width, attempts = 45, 4096, 3
     advantages = torch.randn(rows, attempts, generator=generator)
     attempt_ids = torch.randint(-1, attempts, (rows, width), generator=generator)
     mask = torch.randint(0, 2, (rows, width), generator=generator)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(threads)
-    try:
-        tokens = spread_to_tokens(advantages, attempt_ids, mask)
-        broken = attempt_ids.clone()
-        broken[-1, -1] = attempts  # out of range, in the last worker's rows
-        with pytest.raises(ValueError, match=r"must lie in 0\.\.2"):
-            spread_to_tokens(advantages, broken, mask)
-    finally:
-        torch.set_num_threads(previous)
+    tokens = spread_to_tokens(advantages, attempt_ids, mask)
+    broken = attempt_ids.clone()
+    broken[-1, -1] = attempts  # out of range
+    with pytest.raises(ValueError, match=r"must lie in 0\.\.2"):
+        spread_to_tokens(advantages, broken, mask)
     expected = torch.zeros(rows, width)
     for row in range(rows):
         for attempt in range(attempts):
@@ -170,21 +163,15 @@ def test_spread_to_tokens_row_ranges_on_worker_threads_match_a_plain_loop(thread
     assert torch.equal(tokens, expected * mask)
 
 
-def test_spread_to_tokens_uses_the_compiled_kernel_on_cpu() -> None:
-    # numba is a dependency: without it the CPU path silently falls back to a ~3x slower gather.
-    from mr_search.advantage import cpu_tuning
-
+def test_spread_to_tokens_takes_a_half_precision_mask_and_inputs_that_need_grad() -> None:
     ids, mask = torch.tensor([[0, 1, -1]]), torch.tensor([[1, 1, 1]])
-    assert cpu_tuning._compiled_spread(_t([[0.0, 1.0, 2.0]]), ids, mask) is not None
-    # Tensors numba cannot read take the torch path with the same result.
-    assert cpu_tuning._compiled_spread(_t([[0.0, 1.0, 2.0]]).requires_grad_(), ids, mask) is None
-    assert cpu_tuning._compiled_spread(_t([[0.0, 1.0, 2.0]]), ids, mask.to(torch.bfloat16)) is None
-    tokens = spread_to_tokens(_t([[1.0, 2.0]]), ids, mask.to(torch.bfloat16))
-    assert tokens.tolist() == [[1.0, 2.0, 0.0]]
+    assert spread_to_tokens(_t([[1.0, 2.0]]), ids, mask.to(torch.bfloat16)).tolist() == [[1.0, 2.0, 0.0]]
+    advantages = _t([[1.0, 2.0]]).requires_grad_()
+    assert spread_to_tokens(advantages, ids, mask).tolist() == [[1.0, 2.0, 0.0]]
 
 
 @pytest.mark.parametrize("mask_dtype", [torch.bool, torch.int32, torch.float32])
-def test_spread_to_tokens_reads_any_mask_dtype_and_strided_inputs(mask_dtype: torch.dtype, spread_path: str) -> None:
+def test_spread_to_tokens_reads_any_mask_dtype_and_strided_inputs(mask_dtype: torch.dtype) -> None:
     advantages = _t([[1.5, -2.0], [3.0, 0.25]])
     ids = torch.tensor([[0, 0, 1, -1, 9], [1, 0, 0, 1, 9]])[:, :4]  # a non-contiguous view; out-of-order runs
     mask = torch.tensor([[1, 0, 1, 1], [1, 1, 0, 1]]).to(mask_dtype)

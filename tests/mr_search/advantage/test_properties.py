@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from unittest import mock
 
 import numpy as np
 import pytest
@@ -11,7 +10,7 @@ import torch
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from mr_search.advantage import attempt_advantages, cpu_tuning, spread_to_tokens
+from mr_search.advantage import attempt_advantages, spread_to_tokens
 
 
 @st.composite
@@ -97,11 +96,8 @@ def test_spread_to_tokens_matches_a_loop(data: st.DataObject) -> None:
         st.lists(st.lists(st.booleans(), min_size=width, max_size=width), min_size=num_rows, max_size=num_rows)
     )
     advantages = torch.randn(num_rows, num_attempts, dtype=torch.float64)
-    compiled = spread_to_tokens(advantages, torch.tensor(ids), torch.tensor(mask))
-    with mock.patch.object(cpu_tuning, "compiled_kernel", lambda: None):  # torch's gather, the path without numba
-        gathered = spread_to_tokens(advantages, torch.tensor(ids), torch.tensor(mask))
-    for got in (compiled, gathered):
-        for b in range(num_rows):
-            for t in range(width):
-                expected = float(advantages[b, ids[b][t]]) if ids[b][t] >= 0 and mask[b][t] else 0.0
-                assert float(got[b, t]) == pytest.approx(expected)
+    got = spread_to_tokens(advantages, torch.tensor(ids), torch.tensor(mask))
+    for b in range(num_rows):
+        for t in range(width):
+            expected = float(advantages[b, ids[b][t]]) if ids[b][t] >= 0 and mask[b][t] else 0.0
+            assert float(got[b, t]) == pytest.approx(expected)

@@ -17,8 +17,8 @@ from verl.workers.rollout.replica import TokenOutput
 from mr_search import prompts
 from mr_search.agent.config import EpisodeConfig
 from mr_search.agent.loop import MRSearchAgentLoop
+from mr_search.agent.retrieval_client import SearchOutcome
 from mr_search.contract import AttemptStatus
-from mr_search.retrieval_client import SearchOutcome
 from mr_search_embedded.tiny_model import build_tokenizer
 
 QUESTION = "What is the capital of Freedonia?"

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from mr_search import contract
-from mr_search.agent.segments import ContextSegment, training_rows
+from mr_search.agent.output import training_rows
+from mr_search.agent.segments import ContextSegment
 from mr_search.contract import SEARCH_RECORD, SEGMENT
 
 # Two model turns in attempts 1 and 2 (a search, then the answer), one in attempt 3.

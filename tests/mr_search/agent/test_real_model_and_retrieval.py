@@ -16,8 +16,8 @@ from verl.utils.dataset.rl_dataset import RLHFDataset
 
 from mr_search import prompts
 from mr_search.agent.loop import MRSearchAgentLoop
-from mr_search.hf_generate import LocalServerManager
-from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
+from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig
+from mr_search.cpu.hf_generate import LocalServerManager
 from mr_search_embedded.tiny_model import ensure_tiny_model
 
 uvicorn = pytest.importorskip("uvicorn")

@@ -9,7 +9,7 @@ import pytest
 
 from mr_search.agent import loop as loop_module
 from mr_search.agent.trace import Tracer, read_traces
-from mr_search.run_checks import check_stops, check_token_in_token_out
+from mr_search.ops.run_checks import check_stops, check_token_in_token_out
 
 
 @pytest.fixture

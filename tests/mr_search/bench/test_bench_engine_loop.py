@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from mr_search import prompts
-from mr_search.retrieval_client import SearchOutcome
+from mr_search.agent.retrieval_client import SearchOutcome
 
 BENCH = Path(__file__).resolve().parents[3] / "scripts" / "bench"
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from mr_search.bench import k1_batch, k1_cost, step_cost
-from mr_search.training_log import logged_rows, read_metrics
+from mr_search.runlog.training_log import logged_rows, read_metrics
 
 PROMPT = 100.0
 

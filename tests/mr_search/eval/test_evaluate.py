@@ -10,11 +10,11 @@ import pandas as pd
 import pytest
 
 from mr_search import prompts
+from mr_search.agent.retrieval_client import SearchOutcome
 from mr_search.eval.__main__ import main
 from mr_search.eval.checkpoint import resolve_model_dir
 from mr_search.eval.evaluate import ModelSpec, evaluate
 from mr_search.eval.runner import EvalConfig
-from mr_search.retrieval_client import SearchOutcome
 from mr_search_embedded.data import ensure_embedded_parquet
 from mr_search_embedded.tiny_model import TinyModelConfig, ensure_tiny_model
 

@@ -10,9 +10,9 @@ import pytest
 from verl.workers.rollout.replica import TokenOutput
 
 from mr_search import prompts
+from mr_search.agent.retrieval_client import SearchOutcome
 from mr_search.data.rows import make_row
 from mr_search.eval.runner import GREEDY, EvalConfig, agent_loop_factory, run_episodes, select_rows
-from mr_search.retrieval_client import SearchOutcome
 from mr_search_embedded.tiny_model import build_tokenizer
 
 

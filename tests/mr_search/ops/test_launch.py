@@ -98,7 +98,7 @@ def test_a_given_preset_and_engine_ask_nothing_of_the_gpu():
 
 
 def test_the_saver_choice_sizes_the_update_from_what_the_run_uses():
-    """SGLANG_MEMORY_SAVER=auto asks mr_search.gpu_fit with each input as the run will have it: a command-line
+    """SGLANG_MEMORY_SAVER=auto asks mr_search.ops.gpu_fit with each input as the run will have it: a command-line
     override (verl reads those last), else the knob, else the preset's value; the model only outside a dry run."""
     micro = "actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu"
     fake = FakeHost(modules=("sglang", "flash_attn"))

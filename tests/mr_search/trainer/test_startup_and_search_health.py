@@ -8,18 +8,18 @@ from typing import Any
 import pytest
 from omegaconf import OmegaConf
 
+from mr_search.agent.retrieval_client import RetrieverConfig
 from mr_search.config_checks import subtree
 from mr_search.contract import SEARCH_RECORD, SEGMENT
-from mr_search.retrieval_client import RetrieverConfig
+from mr_search.ops.startup import check_training_options, largest_divisor_up_to, replay_poll_seconds
 from mr_search.trainer.metrics import episode_statistics
 from mr_search.trainer.search_health import SearchFailures, check_search_failures, search_failures
-from mr_search.trainer.startup import check_training_options, largest_divisor_up_to, replay_poll_seconds
 
 
 def test_one_subtree_helper_reads_the_mr_search_options_for_trainer_and_agent_loop() -> None:
     import mr_search.agent.loop as loop
+    import mr_search.ops.startup as startup
     import mr_search.trainer.attempt_trainer as attempt_trainer
-    import mr_search.trainer.startup as startup
 
     assert loop.subtree is subtree and startup.subtree is subtree and attempt_trainer.subtree is subtree
     node = OmegaConf.create({"mr_search": {"episode": {"attempts": 2}, "reward": None}})
@@ -143,7 +143,7 @@ def test_micro_batches_that_do_not_divide_the_share_are_set_to_its_largest_divis
     # launch of the paper preset stopped here before the fit); the update's mini-batch 8 x 5 / 2 = 20 rows
     # too, micro 4 divides it.
     paper = _sizes(gpus=2, mini=8, batch=8, n=5, micro=4, log_micro=8)
-    with caplog.at_level(logging.WARNING, logger="mr_search.trainer.startup"):
+    with caplog.at_level(logging.WARNING, logger="mr_search.ops.startup"):
         check_training_options(paper)
     assert paper.actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu == 5
     assert paper.actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu == 4  # divides: untouched
@@ -171,7 +171,7 @@ def test_the_replay_buffer_polls_at_the_configured_interval() -> None:
     from hydra import compose, initialize_config_dir
     from verl.trainer.ppo.v1.replay_buffer import ReplayBuffer
 
-    from mr_search.trainer.attempt_trainer import MRSearchTrainer
+    from mr_search.ops.trainer import MRSearchTrainer
 
     configs = Path(__file__).resolve().parents[3] / "configs"
     with initialize_config_dir(config_dir=str(configs), version_base=None):

@@ -20,7 +20,7 @@ from mr_search.advantage import register as register_estimator
 from mr_search.advantage.core import attempt_advantages as formula
 from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, EPISODE_ID
 from mr_search.trainer.attempt_trainer import (
-    MRSearchTrainer,
+    AttemptTrainer,
     advantage_config_of,
     episode_config_of,
     retriever_config_of,
@@ -119,7 +119,7 @@ def _padding_row(template: dict) -> dict:
     return row
 
 
-def _trainer(fake_tq, **algorithm) -> MRSearchTrainer:
+def _trainer(fake_tq, **algorithm) -> AttemptTrainer:
     config = OmegaConf.create(
         {
             "algorithm": {
@@ -132,8 +132,8 @@ def _trainer(fake_tq, **algorithm) -> MRSearchTrainer:
             "mr_search": {"advantage": {"gamma": 1.0, "baseline": "loo"}},
         }
     )
-    register_estimator()  # as MRSearchTrainer.__init__ does
-    trainer = MRSearchTrainer.__new__(MRSearchTrainer)  # the advantage step needs no workers
+    register_estimator()  # as AttemptTrainer.__init__ does
+    trainer = AttemptTrainer.__new__(AttemptTrainer)  # the advantage step needs no workers
     trainer.config = config
     trainer.advantage_config = advantage_config_of(config)
     trainer.retriever_config = retriever_config_of(config)
@@ -221,7 +221,7 @@ def test_missing_attempt_columns_fail_with_a_clear_message(fake_tq, batch: KVBat
 
 
 def test_reports_sync_mode_whatever_name_selected_it() -> None:
-    trainer = MRSearchTrainer.__new__(MRSearchTrainer)
+    trainer = AttemptTrainer.__new__(AttemptTrainer)
     trainer.trainer_mode = "mr_search"  # what verl's __init__ assigns from trainer.v1.trainer_mode
     assert trainer.trainer_mode == "sync"
     assert trainer.selected_trainer_mode == "mr_search"
@@ -242,19 +242,22 @@ def test_verl_advantage_step_is_the_one_mirrored() -> None:
     )
 
 
-def test_uids_arrive_as_an_object_array(fake_tq, batch: KVBatchMeta) -> None:
+def test_uids_arrive_as_an_object_array(fake_tq, batch: KVBatchMeta, monkeypatch: pytest.MonkeyPatch) -> None:
+    import mr_search.trainer.attempt_trainer as attempt_trainer
+
     seen = {}
-    trainer = _trainer(fake_tq)
-    original = core_algos.ADV_ESTIMATOR_REGISTRY["mr_search"]
-    core_algos.ADV_ESTIMATOR_REGISTRY["mr_search"] = lambda **kw: (seen.update(kw), original(**kw))[1]
-    try:
-        trainer._compute_advantage(batch, {})
-    finally:
-        core_algos.ADV_ESTIMATOR_REGISTRY["mr_search"] = original
+    original = attempt_trainer.per_attempt_advantages
+
+    def spy(rewards, status, index, options, episode_ids):
+        seen.update(rewards=rewards, index=index, options=options)
+        return original(rewards, status, index, options, episode_ids)
+
+    monkeypatch.setattr(attempt_trainer, "per_attempt_advantages", spy)
+    _trainer(fake_tq)._compute_advantage(batch, {})
     assert isinstance(seen["index"], np.ndarray)
     assert list(seen["index"]) == ["B", "A", "pad0123abc", "B", "A", "B"]
-    assert seen["attempt_ids"].shape == (6, 6)
-    assert seen["config"] == AdvantageConfig()
+    assert seen["rewards"].shape == (6, 2)
+    assert seen["options"] == AdvantageConfig()
 
 
 def test_agent_loop_scalars_are_logged_per_training_step(fake_tq, batch: KVBatchMeta) -> None:
@@ -307,7 +310,7 @@ def test_a_meta_episode_split_into_rows_gets_the_same_advantages_and_counts_once
     assert metrics["mr_search/attempt_1/trained_tokens"] == 8.0
 
 
-def _step_metrics(trainer: MRSearchTrainer, batch: KVBatchMeta, kl: bool) -> dict:
+def _step_metrics(trainer: AttemptTrainer, batch: KVBatchMeta, kl: bool) -> dict:
     if kl:
         trainer.kl_ctrl_in_reward = core_algos.FixedKLController(kl_coef=0.5)
     metrics: dict = {}

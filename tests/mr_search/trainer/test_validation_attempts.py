@@ -11,7 +11,7 @@ from omegaconf import OmegaConf
 from verl.trainer.ppo.v1.trainer_base import PPOTrainer
 
 from mr_search.contract import ROW_ATTEMPTS
-from mr_search.trainer.attempt_trainer import MRSearchTrainer
+from mr_search.ops.trainer import MRSearchTrainer
 from mr_search.trainer.validation import AttemptsOnRows
 
 BATCHES = [{"raw_prompt": np.array([[{"role": "user", "content": q}] for q in "ab"], dtype=object)}]

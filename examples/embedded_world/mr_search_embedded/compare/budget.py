@@ -1,9 +1,9 @@
 """Equal budgets of model-written tokens: where each arm's training meets MR-Search's.
 
 The budget is the whole MR-Search run's model-written tokens (``mr_search/model_tokens``: what the policy wrote,
-passages, reflection turns and corrective messages left out; ``mr_search.training_log``). Another arm trains at the
-same batch until its cumulative model-written tokens come within the tolerance, and its checkpoint evaluated is the
-step whose cumulative count is closest. Sampled (response) tokens are reported beside them, not matched.
+passages, reflection turns and corrective messages left out; ``mr_search.runlog.training_log``). Another arm trains
+at the same batch until its cumulative model-written tokens come within the tolerance, and its checkpoint evaluated is
+the step whose cumulative count is closest. Sampled (response) tokens are reported beside them, not matched.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from mr_search.training_log import StepRecord, closest_step, cumulative_tokens, read_steps, steps_to_reach
+from mr_search.runlog.training_log import StepRecord, closest_step, cumulative_tokens, read_steps, steps_to_reach
 
 MEASURE = "model"
 

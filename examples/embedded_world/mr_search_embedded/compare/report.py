@@ -8,7 +8,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from mr_search.training_log import StepRecord, cumulative_tokens, read_steps
+from mr_search.runlog.training_log import StepRecord, cumulative_tokens, read_steps
 from mr_search_embedded.compare import gate, records
 from mr_search_embedded.compare.aggregate import em_by_attempt, em_curve, gain_by_attempt, load_results, sources_of
 from mr_search_embedded.compare.arms import MR, WARM, Arm

@@ -90,7 +90,7 @@ class InProcessRetrieval:
             self._docs = [json.loads(line) for line in handle if line.strip()]
 
     async def search(self, query: str, topk: int) -> Any:
-        from mr_search.retrieval_client import SearchOutcome
+        from mr_search.agent.retrieval_client import SearchOutcome
 
         _, ids = self._searcher.search([query], topk)
         return SearchOutcome(documents=[self._docs[int(i)] for i in ids[0] if int(i) >= 0])
@@ -373,8 +373,8 @@ async def _run(
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     from transformers import AutoTokenizer
 
+    from mr_search.cpu.hf_generate import LocalServerManager
     from mr_search.eval import runner
-    from mr_search.hf_generate import LocalServerManager
 
     config = runner.EvalConfig(
         attempts=attempts,
@@ -438,7 +438,7 @@ def probe(
     }
     second_hops.update(_presence_queries(rows))
     if url:
-        from mr_search.retrieval_client import RetrievalClient, RetrieverConfig
+        from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig
 
         retrieval: Any = RetrievalClient(RetrieverConfig(url=url))
     else:

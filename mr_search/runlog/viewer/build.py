@@ -22,7 +22,7 @@ def _view(record: Mapping[str, Any]) -> dict[str, Any]:
 
 def render_html(records: Iterable[Mapping[str, Any]]) -> str:
     """The page's HTML with the records embedded as JSON (no external resources)."""
-    template = resources.files("mr_search.viewer").joinpath("page.html").read_text(encoding="utf-8")
+    template = resources.files("mr_search.runlog.viewer").joinpath("page.html").read_text(encoding="utf-8")
     data = json.dumps([_view(r) for r in records], ensure_ascii=False)
     # "</" would end the <script> element early; "<\/" is the same string to JSON.parse.
     return template.replace("__DATA__", data.replace("</", "<\\/"))

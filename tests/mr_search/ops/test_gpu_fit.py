@@ -6,8 +6,8 @@ import re
 
 import pytest
 
-from mr_search.gpu_fit import choose, main, model_size
-from mr_search.shaped_model import count_parameters, shape_config
+from mr_search.ops.gpu_fit import choose, main, model_size
+from mr_search.ops.shaped_model import count_parameters, shape_config
 
 H100_MIB, H200_MIB = 81559, 143771
 PAPER_TOKENS = 512 + 8192  # max prompt + response length of the paper preset

@@ -1,7 +1,8 @@
 """The likely cause of a failed run, read from its log, and the knob that fixes it.
 
-``python -m mr_search.diagnosis RUN_DIR_OR_LOG`` prints ``cause:`` and ``fix:`` lines (exit 1 when nothing known
-matched). ``train_grpo_step.sh`` runs it when training fails; ``mr_search.run_checks`` prints it under a failed check.
+``python -m mr_search.ops.diagnosis RUN_DIR_OR_LOG`` prints ``cause:`` and ``fix:`` lines (exit 1 when nothing
+known matched). ``train_grpo_step.sh`` runs it when training fails; ``mr_search.ops.run_checks`` prints it under a
+failed check.
 Only the log's tail is read: the error that ended the run is there, and an earlier warning that merely mentions
 memory must not name the wrong cause.
 """

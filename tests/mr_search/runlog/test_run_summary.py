@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from mr_search.run_summary import main, write_summary
+from mr_search.runlog.run_summary import main, write_summary
 from mr_search.trainer.validation import validation_speed
 
 

@@ -5,7 +5,7 @@ activation, RoPE, the KV-cache store, the decode positions and the overlap sched
 with nvcc at first use and cached on disk (``$TVM_FFI_CACHE_DIR``, by default ``~/.cache/tvm-ffi``). With CUDA graphs
 off (``make gpu-check``) that first use is the first generation of step 1: on a fresh machine the engine built them
 one after the other there (docs/gpu.md). Each module is keyed by its template arguments (dtype, RoPE width, KV row
-size), which follow from the policy's config; ``python -m mr_search.engine_warm --model PATH`` builds those modules
+size), which follow from the policy's config; ``python -m mr_search.ops.engine_warm --model PATH`` builds those modules
 side by side into the same cache while Ray, the trainer and the engine start, and the engine then loads them.
 
 Best effort by design: a module that fails to build here is built by the engine as before (one line says which),

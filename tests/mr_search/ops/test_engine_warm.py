@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from mr_search.engine_warm import JitBuild, main, sglang_jit_builds, warm
+from mr_search.ops.engine_warm import JitBuild, main, sglang_jit_builds, warm
 
 TINY = {"model_type": "qwen2", "hidden_size": 128, "num_attention_heads": 4, "num_key_value_heads": 2}
 QWEN_7B = {"model_type": "qwen2", "hidden_size": 3584, "num_attention_heads": 28, "num_key_value_heads": 4}

@@ -194,7 +194,7 @@ def install(fault: Fault) -> None:
 
 def register() -> None:
     """The plugin's hook: installs the fault ``MR_SEARCH_FAULT`` names, if any (a bad value is logged, and stops the
-    trainer at start-up: ``mr_search.trainer.startup``)."""
+    trainer at start-up: ``mr_search.ops.startup``)."""
     try:
         fault = from_env()
     except ValueError:

@@ -14,10 +14,10 @@ from omegaconf import OmegaConf
 from ray.exceptions import ActorDiedError
 from verl.trainer.ppo.v1.trainer_sync import PPOTrainerSync
 
-from mr_search.trainer import engine_guard
-from mr_search.trainer.attempt_trainer import MRSearchTrainer
-from mr_search.trainer.engine_guard import EngineCallFailed, LastCheckpoint, run_bounded
-from mr_search.trainer.startup import check_training_options, weight_sync_timeout_seconds
+from mr_search.ops import engine_guard
+from mr_search.ops.engine_guard import EngineCallFailed, LastCheckpoint, run_bounded
+from mr_search.ops.startup import check_training_options, weight_sync_timeout_seconds
+from mr_search.ops.trainer import MRSearchTrainer
 
 
 def _bounded(call, *, timeout_s: float = 5.0, probe=lambda: [], poll_s: float = 0.02) -> Any:

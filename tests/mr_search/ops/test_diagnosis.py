@@ -6,7 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from mr_search.diagnosis import TAIL_CHARS, diagnose, main
+from mr_search.ops.diagnosis import TAIL_CHARS, diagnose, main
 
 UPDATE_OOM = """Traceback (most recent call last):
   File "verl/workers/fsdp_workers.py", line 700, in update_actor
@@ -68,5 +68,5 @@ def test_main_reads_a_run_folder_or_a_log(tmp_path: Path, capsys) -> None:
 def test_cli_runs_as_a_module(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     log.write_text(SGLANG_KV)
-    out = subprocess.run([sys.executable, "-m", "mr_search.diagnosis", str(log)], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-m", "mr_search.ops.diagnosis", str(log)], capture_output=True, text=True)
     assert out.returncode == 0 and "GPU_MEMORY_UTILIZATION" in out.stdout

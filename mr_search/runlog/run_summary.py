@@ -1,6 +1,6 @@
 """The per-step table a train_grpo_step.sh run folder ends with (``summary.md``).
 
-``python -m mr_search.run_summary RUN_DIR`` reads every launch's verl metrics (``RUN_DIR/metrics/*.jsonl``),
+``python -m mr_search.runlog.run_summary RUN_DIR`` reads every launch's verl metrics (``RUN_DIR/metrics/*.jsonl``),
 writes ``RUN_DIR/summary.md`` and prints the table: EM at each attempt, the reflection gain, the mean reward,
 the actor's grad norm and the step time.
 """
@@ -14,8 +14,8 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
+from mr_search.runlog.training_log import ATTEMPT_REWARD_RE, K1_REWARD, STEP_TIME, read_metrics
 from mr_search.trainer.validation import VALIDATION_SPEED
-from mr_search.training_log import ATTEMPT_REWARD_RE, K1_REWARD, STEP_TIME, read_metrics
 
 GRAD_NORM: Final = "actor/grad_norm"
 NOTE: Final = (

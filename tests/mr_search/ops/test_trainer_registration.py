@@ -15,13 +15,13 @@ def test_import_verl_registers_estimator_and_trainer(fresh_verl: dict) -> None:
     assert state == {
         "estimator": True,
         "trainer_imported_by_plugin": False,
-        "trainer": "mr_search.trainer.attempt_trainer.MRSearchTrainer",
+        "trainer": "mr_search.ops.trainer.MRSearchTrainer",
         "sync_subclass": "PPOTrainerSync",
     }
 
 
 def test_the_trainer_registers_through_the_plugins_one_post_import_mechanism(tmp_path, monkeypatch) -> None:
-    import mr_search.trainer as trainer_package
+    import mr_search.ops.trainer_registration as trainer_package
     from mr_search import import_hooks
 
     package = tmp_path / "mr_probe_v1"

@@ -17,7 +17,7 @@ so that every part of the state visibly changes when the resume loads it:
    then the trainer runs ``steps`` more steps, logged to a metrics file of their own (verl's file logger truncates
    its file when a logger is made; a new name keeps the first part's lines, as a second launch does).
 
-``mr_search.run_checks`` reads the record and the metrics: the resume passes when the counter reads N-1 then N, the
+``mr_search.ops.run_checks`` reads the record and the metrics: the resume passes when the counter reads N-1 then N, the
 state after each load equals that checkpoint's (and the two differ), the dataloader's state after the resume equals
 the one at the end of step N, the next step logged is N+1, and its questions are none of steps 1..N's.
 """
@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mr_search.trainer.engine_guard import LastCheckpoint
+from mr_search.ops.engine_guard import LastCheckpoint
 
 RECORD_NAME: Final = "resume_check.json"
 SCRATCH_NAME: Final = "resume_check_scratch"

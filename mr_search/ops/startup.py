@@ -7,9 +7,9 @@ from typing import Any
 
 from omegaconf import OmegaConf
 
-from mr_search import faults
 from mr_search.agent.config import EpisodeConfig
 from mr_search.config_checks import subtree
+from mr_search.ops import faults
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +62,7 @@ def replay_poll_seconds(config: Any) -> float:
 
 def weight_sync_timeout_seconds(config: Any) -> float:
     """``mr_search.trainer.weight_sync_timeout_s``: how long a weight sync or an engine memory release may take before
-    the run ends (``mr_search.trainer.engine_guard``); 300 s when the key is absent.
+    the run ends (``mr_search.ops.engine_guard``); 300 s when the key is absent.
 
     Raises:
         ValueError: not a number > 0, naming the key.
@@ -85,7 +85,7 @@ def _seconds(trainer: Any, key: str, default: float, hint: str) -> float:
 
 def resume_steps(config: Any) -> int:
     """``mr_search.trainer.resume_steps``: after the last step, resume from the run's own checkpoints in the same
-    launch and train this many more steps (``mr_search.trainer.resume_check``); 0 (absent): off.
+    launch and train this many more steps (``mr_search.ops.resume_check``); 0 (absent): off.
 
     The resume rewinds to the checkpoint before the last one first, so the run must keep both: at least 2 steps,
     a checkpoint after each (``trainer.save_freq=1``), ``trainer.max_actor_ckpt_to_keep`` null or >= 2.

@@ -1,6 +1,6 @@
 """Qwen2.5-shaped policies with random weights and the real vocabulary size: GPU memory and speed at real width.
 
-``python -m mr_search.shaped_model --shape qwen2.5-7b --out <folder>`` writes a Hugging Face folder (config, bf16
+``python -m mr_search.ops.shaped_model --shape qwen2.5-7b --out <folder>`` writes a Hugging Face folder (config, bf16
 safetensors, tokenizer) that verl, SGLang and vLLM load like any Qwen2 checkpoint. The configuration is the published
 one of the Qwen2.5 base model (layers, widths, heads, rope, norm, embedding tying and the vocabulary size: the
 embedding and the LM head, ~1.1B parameters at 7B, and the logits' memory in the update are the real model's); the
@@ -126,7 +126,7 @@ def _protocol_texts() -> list[str]:
 def protocol_tokenizer(out: str | Path, bpe_size: int = 1024) -> Path:
     """Saves a byte-level BPE learnt from the protocol's texts (ChatML template; eos ``<|im_end|>``, pad
     ``<|endoftext|>``) to ``out``: every byte has a token, the tags split into several tokens as in Qwen's."""
-    from mr_search.chatml_tokenizer import train_chatml_bpe
+    from mr_search.cpu.chatml_tokenizer import train_chatml_bpe
 
     fast = train_chatml_bpe(_protocol_texts() * 4, bpe_size)
     out = Path(out)

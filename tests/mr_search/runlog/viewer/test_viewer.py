@@ -13,7 +13,7 @@ import pytest
 
 from mr_search.eval.records import make_attempt, make_record, write_jsonl
 from mr_search.prompts import REFLECTION_PROMPT
-from mr_search.viewer.build import build_viewer, main
+from mr_search.runlog.viewer.build import build_viewer, main
 
 _CANDIDATES = ("/usr/bin/chromium", shutil.which("chromium") or "", shutil.which("chromium-browser") or "")
 CHROMIUM = next((p for p in _CANDIDATES if p and os.path.exists(p)), None)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from mr_search.run_checks import (
+from mr_search.ops.run_checks import (
     check_attempts,
     check_logprobs,
     check_resume,

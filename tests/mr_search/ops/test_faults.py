@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
-from mr_search import faults
-from mr_search.faults import Fault
+from mr_search.ops import faults
+from mr_search.ops.faults import Fault
 
 
 @pytest.mark.parametrize(
@@ -44,7 +44,7 @@ def test_a_bad_value_names_the_valid_forms(text: str) -> None:
 def test_a_bad_value_stops_the_trainer_at_start_up(monkeypatch: pytest.MonkeyPatch) -> None:
     from omegaconf import OmegaConf
 
-    from mr_search.trainer.startup import check_training_options
+    from mr_search.ops.startup import check_training_options
 
     monkeypatch.setenv("MR_SEARCH_FAULT", "engine-kill")
     with pytest.raises(ValueError, match=r"MR_SEARCH_FAULT='engine-kill' is not <action>@<step>"):

@@ -1,6 +1,6 @@
 """Whether SGLang's memory saver is needed: can the rollout engine's share of a GPU and the policy's update share it?
 
-``python -m mr_search.gpu_fit --model DIR --gpus N --utilization U --card-mib M`` prints ``1`` (saver on: the
+``python -m mr_search.ops.gpu_fit --model DIR --gpus N --utilization U --card-mib M`` prints ``1`` (saver on: the
 engine releases its weights and KV cache while FSDP trains, verl's default) or ``0`` (off: the engine keeps its
 memory, no release and resume each step), and the reason on stderr. ``train_grpo_step.sh`` asks it when
 ``SGLANG_MEMORY_SAVER=auto`` (the default).

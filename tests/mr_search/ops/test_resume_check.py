@@ -12,9 +12,7 @@ import torch
 from omegaconf import OmegaConf
 from torchdata.stateful_dataloader import StatefulDataLoader
 
-from mr_search.run_checks import check_resume, check_resumed_state
-from mr_search.trainer.attempt_trainer import MRSearchTrainer
-from mr_search.trainer.resume_check import (
+from mr_search.ops.resume_check import (
     RECORD_NAME,
     actor_digests,
     continued_metrics_path,
@@ -22,7 +20,9 @@ from mr_search.trainer.resume_check import (
     resume_and_continue,
     state_digest,
 )
-from mr_search.trainer.startup import check_training_options, resume_steps
+from mr_search.ops.run_checks import check_resume, check_resumed_state
+from mr_search.ops.startup import check_training_options, resume_steps
+from mr_search.ops.trainer import MRSearchTrainer
 
 
 class FakeActor:

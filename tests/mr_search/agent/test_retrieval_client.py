@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from aiohttp import web
 
-from mr_search.retrieval_client import RetrievalClient, RetrievalError, RetrieverConfig, shared_client
+from mr_search.agent.retrieval_client import RetrievalClient, RetrievalError, RetrieverConfig, shared_client
 
 DOC = {"document": {"id": "7", "contents": '"Paris"\nParis is the capital of France.'}, "score": 0.9}
 

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from mr_search.shaped_model import (
+from mr_search.ops.shaped_model import (
     COMMON,
     PAD_TOKEN_FORMAT,
     SHAPES,
@@ -115,7 +115,7 @@ def test_the_test_shape_with_the_real_vocabulary_loads_and_generates(tmp_path) -
 
 
 def test_the_command_line_prints_the_parameter_count(tmp_path, capsys) -> None:
-    from mr_search.shaped_model import main
+    from mr_search.ops.shaped_model import main
 
     assert main(["--shape", "test", "--out", str(tmp_path / "m")]) == 0
     captured = capsys.readouterr()

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from mr_search.token_decoder import load_decoder, special_tokens
+from mr_search.ops.token_decoder import load_decoder, special_tokens
 
 TEXTS = [
     "<|im_start|>user\nWho wrote the book?<|im_end|>\n<|im_start|>assistant\n<search>author of the book</search>",
@@ -20,7 +20,7 @@ TEXTS = [
 
 @pytest.fixture(scope="module")
 def policy_tokenizer(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from mr_search.chatml_tokenizer import train_chatml_bpe
+    from mr_search.cpu.chatml_tokenizer import train_chatml_bpe
 
     folder = tmp_path_factory.mktemp("policy")
     train_chatml_bpe(TEXTS, vocab_size=400).save_pretrained(folder)
@@ -45,7 +45,7 @@ def test_the_fast_path_imports_no_transformers(policy_tokenizer: Path) -> None:
     import subprocess
 
     code = (
-        "import sys; from mr_search.token_decoder import load_decoder; "
+        "import sys; from mr_search.ops.token_decoder import load_decoder; "
         f"d = load_decoder({str(policy_tokenizer)!r}); d.decode([1, 2]); "
         "assert 'transformers' not in sys.modules and 'torch' not in sys.modules, 'imported'"
     )

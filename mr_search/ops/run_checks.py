@@ -1,7 +1,7 @@
 """Checks a training run proves from its own output: stops at the tags, token-in/token-out, log-prob agreement,
 per-attempt credit, resume. ``scripts/gpu_check.sh`` runs two steps with the user's engine, then this.
 
-``python -m mr_search.run_checks RUN_DIR`` reads the run folder of ``train_grpo_step.sh`` (``metrics/*.jsonl``, one
+``python -m mr_search.ops.run_checks RUN_DIR`` reads the run folder of ``train_grpo_step.sh`` (``metrics/*.jsonl``, one
 file per launch; ``trace/`` written by the agent loop when ``MR_SEARCH_TRACE_DIR`` is set; ``train.log``), prints one
 row per check (pass / FAIL, what was seen) and, for a failed or crashed run, the likely cause and its fix. Exit status
 1 when a check fails.
@@ -22,10 +22,10 @@ from typing import Any, Final
 
 from mr_search.agent.parsing import first_close
 from mr_search.agent.trace import read_traces
-from mr_search.diagnosis import diagnose
-from mr_search.token_decoder import load_decoder
-from mr_search.trainer.resume_check import ResumeRecord, read_record
-from mr_search.training_log import read_launches, read_metrics
+from mr_search.ops.diagnosis import diagnose
+from mr_search.ops.resume_check import ResumeRecord, read_record
+from mr_search.ops.token_decoder import load_decoder
+from mr_search.runlog.training_log import read_launches, read_metrics
 
 # The e2e test's bounds on CPU (tests/e2e/test_train_script.py); an engine in bf16 must meet them too.
 MAX_K3_KL: Final = 0.01
@@ -166,7 +166,7 @@ def _record_problems(record: ResumeRecord) -> list[str]:
 def check_resumed_state(run_dir: Path) -> Check | None:
     """The resumed run continues from the saved state: weights, optimizer and dataloader position.
 
-    With a resume inside one launch (``checkpoints/resume_check.json``, ``mr_search.trainer.resume_check``): the step
+    With a resume inside one launch (``checkpoints/resume_check.json``, ``mr_search.ops.resume_check``): the step
     counter, the actor's model and optimizer and the dataloader's state after each load equal the checkpoint's, and
     the rewind's differ. With every resume: the first step after it trains on questions none of the earlier steps of
     the run saw (``rollouts/``; a dataloader that started over would repeat step 1's, one left at the rewind step N's),

@@ -11,7 +11,7 @@ import torch
 
 from mr_search import prompts
 from mr_search.agent.tokens import single_token_stops
-from mr_search.hf_generate import LocalServerManager, generate_turn
+from mr_search.cpu.hf_generate import LocalServerManager, generate_turn
 from mr_search_embedded.tiny_model import TinyModelConfig, build_model, build_tokenizer
 
 TEXTS = [
