@@ -16,7 +16,7 @@ export MR_SEARCH_CACHE ?= $(HOME)/.cache/mr_search
 # with another job), and the suite's training runs start several such processes each.
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup quickstart gpu-check test serve bench eval compare lint clean
+.PHONY: setup quickstart gpu-check test test-verl-next serve bench eval compare lint clean
 
 # Installs the environment, then builds the embedded default's cached assets (seconds once built).
 setup: $(STAMP)
@@ -69,6 +69,30 @@ test: export MR_SEARCH_WARMSTART_SCALE ?= 0.3
 test: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m ruff check .
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q --timeout=900 -n 2 --dist loadgroup --durations=10 tests
+
+# The part of the suite that touches verl (registration, the agent loop's token path, the trainer mode, the advantage
+# entry, the CPU backend's guards) against another verl: VERL_WHEEL=path/to/verl-*.whl, a wheel built beforehand from a
+# verl checkout (`pip wheel --no-deps --no-build-isolation -w DIR CHECKOUT`; docs/verl-next.md). Its own venv holds the
+# project's environment exactly (.venv's versions, from the local caches: no network) with only verl replaced, so
+# whatever breaks is verl's change. CI does not run it; the pin in pyproject.toml stays until a released verl passes.
+VERL_NEXT_VENV ?= .venv-verl-next
+VERL_NEXT_TESTS ?= tests/mr_search/test_plugin.py tests/mr_search/agent/test_registration.py \
+  tests/mr_search/agent/test_qwen3_protocol.py tests/mr_search/agent/test_contract_path.py \
+  tests/mr_search/agent/test_malformed_turns.py tests/mr_search/agent/test_verl_token_path.py \
+  tests/mr_search/agent/test_partial_rollout.py \
+  tests/mr_search/trainer/test_registration.py tests/mr_search/trainer/test_trainer.py \
+  tests/mr_search/advantage/test_verl_entry.py tests/mr_search/cpu/test_registration.py \
+  tests/mr_search/cpu/test_workarounds.py
+test-verl-next: setup
+	test -n "$(VERL_WHEEL)" -a -f "$(VERL_WHEEL)" || { echo "test-verl-next: set VERL_WHEEL to a verl wheel" >&2; exit 2; }
+	rm -rf $(VERL_NEXT_VENV) && $(PYTHON) -m venv $(VERL_NEXT_VENV)
+	$(VENV)/bin/uv pip freeze --python $(PY) --exclude-editable | grep -v -E '^(verl|uv|pip)==' >$(VERL_NEXT_VENV)/freeze.txt
+	$(PY) scripts/uv_pip.py $(VENV)/bin/uv $(VERL_NEXT_VENV)/bin/python -q --offline -r $(VERL_NEXT_VENV)/freeze.txt
+	$(PY) scripts/uv_pip.py $(VENV)/bin/uv $(VERL_NEXT_VENV)/bin/python -q --offline --no-deps "$(VERL_WHEEL)" \
+	  -e ./retrieval -e . -e ./examples/embedded_world
+	$(VERL_NEXT_VENV)/bin/python -c "import verl; print('test-verl-next: verl', verl.__version__, verl.__file__)"
+	PATH="$(abspath $(VERL_NEXT_VENV))/bin:$$PATH" $(VERL_NEXT_VENV)/bin/python -m pytest -q -p no:xdist \
+	  -p no:cacheprovider --timeout=900 $(VERL_NEXT_TESTS)
 
 serve: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" bash retrieval_launch.sh

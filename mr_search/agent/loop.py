@@ -26,7 +26,7 @@ from mr_search.reward import RewardConfig, exact_match, gold_answers, token_f1
 
 logger = logging.getLogger(__name__)
 
-_ENCODERS: dict[int, tuple[Any, EnvEncoder]] = {}
+_ENCODERS: dict[tuple[int, str], tuple[Any, EnvEncoder]] = {}
 _warned_sglang = False
 _TRACER: Tracer | None = None
 
@@ -45,8 +45,11 @@ def _finish_reason(output: Any) -> str | None:
 
 
 def _encoder_for(tokenizer: Any, chat_template_kwargs: dict[str, Any]) -> EnvEncoder:
-    """One ``EnvEncoder`` per tokenizer: verl builds an agent-loop object per trajectory."""
-    key = id(tokenizer)
+    """One ``EnvEncoder`` per tokenizer and template arguments: verl builds an agent-loop object per trajectory.
+
+    The arguments are part of the key: Qwen3's ``enable_thinking=false`` changes the reflection turn's closing tokens.
+    """
+    key = (id(tokenizer), repr(sorted((chat_template_kwargs or {}).items())))
     cached = _ENCODERS.get(key)
     if cached is None or cached[0] is not tokenizer:
         cached = (tokenizer, EnvEncoder(tokenizer, dict(chat_template_kwargs or {})))

@@ -1,15 +1,19 @@
-"""Qwen2.5-shaped policies with random weights and the real vocabulary size: GPU memory and speed at real width.
+"""Qwen2.5- and Qwen3-shaped policies with random weights and the real vocabulary size: GPU memory and speed at real
+width.
 
-``python -m mr_search.ops.shaped_model --shape qwen2.5-7b --out <folder>`` writes a Hugging Face folder (config, bf16
-safetensors, tokenizer) that verl, SGLang and vLLM load like any Qwen2 checkpoint. The configuration is the published
-one of the Qwen2.5 base model (layers, widths, heads, rope, norm, embedding tying and the vocabulary size: the
+``python -m mr_search.ops.shaped_model --shape qwen2.5-7b --out <folder>`` (or ``qwen3-4b``, ``qwen3-8b``) writes a Hugging
+Face folder (config, bf16 safetensors, tokenizer) that verl, SGLang and vLLM load like any Qwen2 / Qwen3 checkpoint.
+The configuration is the published one of the model (layers, widths, heads, rope, norm, embedding tying, Qwen3's
+head_dim and q/k norms, and the vocabulary size: the
 embedding and the LM head, ~1.1B parameters at 7B, and the logits' memory in the update are the real model's); the
 weights are random, so such a model measures steps, memory and tokens/s, never quality. Nothing is downloaded.
 
 The tokenizer has exactly as many entries as the model's vocabulary, so every id an engine samples decodes: a small
 byte-level BPE learnt in-process from the protocol's own texts (``mr_search.prompts``), or ``--tokenizer DIR``'s
 tokenizer, padded with unused entries (``<unused_N>``) added to the BPE model's vocabulary as ordinary tokens (150k
-added or special tokens would make every load slow).
+added or special tokens would make every load slow). A Qwen3 shape's tokenizer has Qwen3's layout: its 26 added tokens
+at their real ids (``<think>`` 151667, ``</think>`` 151668, not special) and Qwen3's chat template
+(``mr_search.ops.qwen3_tokenizer``; docs/qwen3.md).
 """
 
 from __future__ import annotations
@@ -73,7 +77,41 @@ SHAPES: Final[dict[str, dict[str, Any]]] = {
         tie_word_embeddings=True,
         vocab_size=151936,
     ),
+    # The published config.json values of Qwen3-4B and Qwen3-8B (base and post-trained share them): head_dim 128
+    # whatever the width (4B: 32 x 128 = 4,096 > 2,560), no q/k/v bias, an RMSNorm on each head's q and k.
+    "qwen3-4b": dict(
+        hidden_size=2560,
+        intermediate_size=9728,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        tie_word_embeddings=True,
+        vocab_size=151936,
+    ),
+    "qwen3-8b": dict(
+        hidden_size=4096,
+        intermediate_size=12288,
+        num_hidden_layers=36,
+        num_attention_heads=32,
+        num_key_value_heads=8,
+        head_dim=128,
+        tie_word_embeddings=False,
+        vocab_size=151936,
+    ),
+    # For tests: Qwen3's architecture and layout in seconds on a CPU, with the real vocabulary.
+    "qwen3-test": dict(
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        head_dim=32,
+        tie_word_embeddings=True,
+        vocab_size=151936,
+    ),
 }
+QWEN3_SHAPES: Final = frozenset(name for name in SHAPES if name.startswith("qwen3"))
 # Shared by every Qwen2.5 size.
 COMMON: Final[dict[str, Any]] = dict(
     hidden_act="silu",
@@ -85,31 +123,41 @@ COMMON: Final[dict[str, Any]] = dict(
     use_sliding_window=False,
     use_cache=True,
 )
+# Shared by every Qwen3 size (in place of COMMON's context length).
+QWEN3_COMMON: Final[dict[str, Any]] = {**COMMON, "max_position_embeddings": 40960, "attention_bias": False}
 PAD_TOKEN_FORMAT: Final = "<unused_{}>"
 _TOKENIZER_FILES: Final = ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "chat_template.jinja")
 
 
 def shape_config(shape: str, **token_ids: int | None):
-    """The ``Qwen2Config`` of ``shape`` (no weights). Raises ValueError for an unknown shape."""
-    from transformers import Qwen2Config
+    """The ``Qwen2Config`` (``Qwen3Config`` for a Qwen3 shape) of ``shape`` (no weights). Raises ValueError for an
+    unknown shape."""
+    from transformers import Qwen2Config, Qwen3Config
 
     if shape not in SHAPES:
         raise ValueError(f"shape={shape!r} is not known; use one of {sorted(SHAPES)}")
     layers = SHAPES[shape]["num_hidden_layers"]
-    return Qwen2Config(**COMMON, **SHAPES[shape], max_window_layers=layers, torch_dtype="bfloat16", **token_ids)
+    config_class, common = (Qwen3Config, QWEN3_COMMON) if shape in QWEN3_SHAPES else (Qwen2Config, COMMON)
+    return config_class(**common, **SHAPES[shape], max_window_layers=layers, torch_dtype="bfloat16", **token_ids)
+
+
+def _model_class(shape: str) -> Any:
+    from transformers import Qwen2ForCausalLM, Qwen3ForCausalLM
+
+    return Qwen3ForCausalLM if shape in QWEN3_SHAPES else Qwen2ForCausalLM
 
 
 def count_parameters(shape: str) -> int:
     """Parameters of ``shape``, counted on the meta device (nothing allocated; a tied head counts once)."""
     import torch
-    from transformers import Qwen2ForCausalLM
 
     with torch.device("meta"):
-        model = Qwen2ForCausalLM(shape_config(shape))
+        model = _model_class(shape)(shape_config(shape))
     return sum(p.numel() for p in model.parameters())
 
 
-def _protocol_texts() -> list[str]:
+def protocol_texts() -> list[str]:
+    """The protocol's own texts, which the local BPEs learn from."""
     from mr_search import prompts
 
     return [
@@ -128,20 +176,22 @@ def protocol_tokenizer(out: str | Path, bpe_size: int = 1024) -> Path:
     ``<|endoftext|>``) to ``out``: every byte has a token, the tags split into several tokens as in Qwen's."""
     from mr_search.cpu.chatml_tokenizer import train_chatml_bpe
 
-    fast = train_chatml_bpe(_protocol_texts() * 4, bpe_size)
+    fast = train_chatml_bpe(protocol_texts() * 4, bpe_size)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     fast.save_pretrained(out)
     return out
 
 
-def pad_tokenizer_json(data: dict[str, Any], size: int) -> dict[str, int]:
+def pad_tokenizer_json(data: dict[str, Any], size: int, keep_added_ids: bool = False) -> dict[str, int]:
     """Pads ``data`` (a parsed tokenizer.json of a BPE model) with unused entries until its ids fill ``[0, size)``.
 
     The entries go into ``model.vocab`` as ordinary tokens, ids right after the model's own. Added tokens that are
     not in the model's vocabulary (e.g. the tiny policy's tag tokens) move to the last ids, where the tokenizers
-    library puts added tokens when it loads the file. Returns the new id of every moved added token (content -> id).
-    Raises ValueError for a non-BPE model, gaps in the model's ids, or more tokens than ``size``.
+    library puts added tokens when it loads the file; with ``keep_added_ids`` (a Qwen3 download: ``<think>`` must stay
+    151667) added tokens whose ids directly follow the vocabulary's enter it at those ids and the padding follows them.
+    Returns the new id of every moved added token (content -> id). Raises ValueError for a non-BPE model, gaps in the
+    model's ids, or more tokens than ``size``.
     """
     model = data.get("model") or {}
     if model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
@@ -150,6 +200,14 @@ def pad_tokenizer_json(data: dict[str, Any], size: int) -> dict[str, int]:
     if set(vocab.values()) != set(range(len(vocab))):
         raise ValueError(f"the tokenizer's ids have gaps ({len(vocab)} ids up to {max(vocab.values())}): cannot pad it")
     extra = [token for token in data.get("added_tokens", []) if token["content"] not in vocab]
+    if keep_added_ids and extra and sorted(t["id"] for t in extra) == list(range(len(vocab), len(vocab) + len(extra))):
+        if len(vocab) + len(extra) > size:
+            raise ValueError(
+                f"the tokenizer has {len(vocab) + len(extra)} tokens, more than the model's vocabulary of {size}"
+            )
+        for token in extra:
+            vocab[token["content"]] = token["id"]
+        extra = []
     first_extra = size - len(extra)
     if first_extra < len(vocab):
         raise ValueError(
@@ -166,14 +224,21 @@ def pad_tokenizer_json(data: dict[str, Any], size: int) -> dict[str, int]:
     return moved
 
 
-def build_tokenizer(out: str | Path, vocab_size: int, tokenizer_dir: str | Path | None = None) -> Path:
+def build_tokenizer(
+    out: str | Path, vocab_size: int, tokenizer_dir: str | Path | None = None, qwen3: bool = False
+) -> Path:
     """Writes to ``out`` a tokenizer of exactly ``vocab_size`` ids: ``tokenizer_dir``'s (default: the protocol
-    BPE) padded with unused entries; checks that it loads and that every id decodes."""
+    BPE; with ``qwen3``, in Qwen3's layout and template) padded with unused entries; checks that it loads and that
+    every id decodes."""
     from transformers import AutoTokenizer
 
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    if tokenizer_dir is None:
+    if tokenizer_dir is None and qwen3:
+        from mr_search.ops.qwen3_tokenizer import protocol_tokenizer as qwen3_protocol_tokenizer
+
+        qwen3_protocol_tokenizer(out)
+    elif tokenizer_dir is None:
         protocol_tokenizer(out)
     else:
         tokenizer_dir = Path(tokenizer_dir)
@@ -188,7 +253,7 @@ def build_tokenizer(out: str | Path, vocab_size: int, tokenizer_dir: str | Path 
     path = out / "tokenizer.json"
     data = json.loads(path.read_text(encoding="utf-8"))
     size_before = len(data["model"].get("vocab", {})) if isinstance(data.get("model"), dict) else 0
-    moved = pad_tokenizer_json(data, vocab_size)
+    moved = pad_tokenizer_json(data, vocab_size, keep_added_ids=qwen3)
     path.write_text(json.dumps(data, ensure_ascii=False), encoding="utf-8")
     config_path = out / "tokenizer_config.json"
     if moved and config_path.exists():  # transformers' own copy of the added tokens' ids
@@ -219,18 +284,19 @@ def build_tokenizer(out: str | Path, vocab_size: int, tokenizer_dir: str | Path 
 def build_shaped_model(
     shape: str, out: str | Path, tokenizer_dir: str | Path | None = None, seed: int = 0
 ) -> tuple[Path, int]:
-    """Writes a randomly initialised Qwen2 of ``shape`` (bf16) and its padded tokenizer to ``out``.
+    """Writes a randomly initialised Qwen2 (Qwen3 for a Qwen3 shape) of ``shape`` (bf16) and its padded tokenizer to
+    ``out``.
 
     Returns:
         ``(out, parameter count)``. Raises ValueError for an unknown shape or an unusable tokenizer.
     """
     import torch
-    from transformers import AutoTokenizer, Qwen2ForCausalLM
+    from transformers import AutoTokenizer
 
     if shape not in SHAPES:
         raise ValueError(f"shape={shape!r} is not known; use one of {sorted(SHAPES)}")
     out = Path(out)
-    build_tokenizer(out, SHAPES[shape]["vocab_size"], tokenizer_dir)
+    build_tokenizer(out, SHAPES[shape]["vocab_size"], tokenizer_dir, qwen3=shape in QWEN3_SHAPES)
     tokenizer = AutoTokenizer.from_pretrained(out)
     config = shape_config(
         shape,
@@ -244,7 +310,7 @@ def build_shaped_model(
     torch.set_default_dtype(torch.bfloat16)  # initialised in bf16 directly: 7B needs 15 GB, not 30
     try:
         with torch.device(device):
-            model = Qwen2ForCausalLM(config)
+            model = _model_class(shape)(config)
     finally:
         torch.set_default_dtype(default_dtype)
     model.generation_config.eos_token_id = tokenizer.eos_token_id
@@ -254,7 +320,14 @@ def build_shaped_model(
     (out / "shaped_model.json").write_text(
         json.dumps({"shape": shape, "parameters": params, "vocab_size": config.vocab_size, "seed": seed}) + "\n"
     )
-    logger.info("%s: %s-shaped Qwen2, %d parameters (%.2fB), random bf16 weights", out, shape, params, params / 1e9)
+    logger.info(
+        "%s: %s-shaped %s, %d parameters (%.2fB), random bf16 weights",
+        out,
+        shape,
+        config.model_type,
+        params,
+        params / 1e9,
+    )
     return out, params
 
 

@@ -121,3 +121,64 @@ def test_the_command_line_prints_the_parameter_count(tmp_path, capsys) -> None:
     captured = capsys.readouterr()
     assert captured.out.strip() == str(tmp_path / "m")
     assert "parameters" in captured.err and "test" in captured.err
+
+
+# The published config.json values of Qwen3-4B and Qwen3-8B and their parameter counts (the model cards: 4.0B, 8.2B).
+PUBLISHED_QWEN3 = {
+    "qwen3-4b": (2560, 9728, 36, 32, 8, True, 4_022_468_096),
+    "qwen3-8b": (4096, 12288, 36, 32, 8, False, 8_190_735_360),
+}
+
+
+@pytest.mark.parametrize("shape", sorted(PUBLISHED_QWEN3))
+def test_each_qwen3_shape_is_the_published_configuration(shape: str) -> None:
+    hidden, intermediate, layers, heads, kv_heads, tied, params = PUBLISHED_QWEN3[shape]
+    config = shape_config(shape)
+    assert config.model_type == "qwen3" and config.head_dim == 128
+    assert (config.hidden_size, config.intermediate_size, config.num_hidden_layers) == (hidden, intermediate, layers)
+    assert (config.num_attention_heads, config.num_key_value_heads) == (heads, kv_heads)
+    assert config.tie_word_embeddings is tied and config.vocab_size == 151936
+    assert config.max_position_embeddings == 40960 and config.rms_norm_eps == 1e-6 and config.attention_bias is False
+    theta = getattr(config, "rope_theta", None) or config.rope_parameters["rope_theta"]
+    assert theta == 1e6
+    assert count_parameters(shape) == params  # q/k norms included: Qwen3's architecture, not Qwen2's
+
+
+def test_the_qwen3_test_shape_has_qwen3s_layout_and_template(tmp_path) -> None:
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    out, _ = build_shaped_model("qwen3-test", tmp_path / "model")
+    model = AutoModelForCausalLM.from_pretrained(out)
+    tokenizer = AutoTokenizer.from_pretrained(out)
+    assert model.config.model_type == "qwen3" and type(model).__name__ == "Qwen3ForCausalLM"
+    assert any("q_norm" in name for name, _ in model.named_parameters())
+    assert len(tokenizer) == model.config.vocab_size == 151936
+    assert tokenizer.convert_tokens_to_ids(["<|im_end|>", "<think>", "</think>"]) == [151645, 151667, 151668]
+    assert tokenizer.decode([151935]) == PAD_TOKEN_FORMAT.format(151935)
+    assert model.config.eos_token_id == tokenizer.eos_token_id == 151645
+    chat = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "hi"}], tokenize=False, add_generation_prompt=True, enable_thinking=False
+    )
+    assert chat == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+    with torch.no_grad():
+        logits = model(torch.tensor([[151644, 151667, 151668]])).logits
+    assert logits.shape == (1, 3, 151936)
+
+
+def test_a_qwen3_download_keeps_its_added_ids_when_padded(tmp_path) -> None:
+    from transformers import AutoTokenizer
+
+    from mr_search.ops.qwen3_tokenizer import protocol_tokenizer
+
+    # Qwen3's tokenizer.json as shipped: 151,643 vocabulary entries, the 26 added tokens only in added_tokens.
+    source = protocol_tokenizer(tmp_path / "download")
+    data = json.loads((source / "tokenizer.json").read_text())
+    for token in data["added_tokens"]:
+        del data["model"]["vocab"][token["content"]]
+    (source / "tokenizer.json").write_text(json.dumps(data))
+    out = build_tokenizer(tmp_path / "padded", 151936, tokenizer_dir=source, qwen3=True)
+    padded = AutoTokenizer.from_pretrained(out)
+    assert len(padded) == 151936
+    assert padded.convert_tokens_to_ids(["<|endoftext|>", "<think>", "</think>"]) == [151643, 151667, 151668]
+    assert padded.decode([151669]) == PAD_TOKEN_FORMAT.format(151669)
