@@ -1,4 +1,4 @@
-"""Qwen3's token layout and chat template for locally built tokenizers (the Qwen3 shapes of ``mr_search.ops.shaped_model``).
+"""Qwen3's token layout and chat template for locally built tokenizers (the Qwen3 shapes of ops.shaped_model).
 
 Qwen3's tokenizer is Qwen2.5's byte-level BPE (151,643 entries) followed by 26 added tokens at fixed ids: the ChatML
 markers (``<|endoftext|>`` 151643, ``<|im_start|>`` 151644, ``<|im_end|>`` 151645), the vision and fill-in-the-middle
