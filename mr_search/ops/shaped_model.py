@@ -4,7 +4,8 @@ width.
 ``python -m mr_search.ops.shaped_model --shape qwen2.5-7b --out <folder>`` (or ``qwen3-4b``, ``qwen3-8b``) writes a
 Hugging Face folder (config, bf16 safetensors, tokenizer) that verl, SGLang and vLLM load like any Qwen2 / Qwen3
 checkpoint. The configuration is the published one of the model (layers, widths, heads, rope, norm, embedding
-tying, Qwen3's head_dim and q/k norms, and the vocabulary size: the embedding and the LM head, ~1.1B parameters at 7B, and the logits' memory in the update are the real model's); the
+tying, Qwen3's head_dim and q/k norms, and the vocabulary size: the embedding and the LM head, ~1.1B parameters
+at 7B, and the logits' memory in the update are the real model's); the
 weights are random, so such a model measures steps, memory and tokens/s, never quality. Nothing is downloaded.
 
 The tokenizer has exactly as many entries as the model's vocabulary, so every id an engine samples decodes: a small
