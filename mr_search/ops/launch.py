@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-import yaml
+from omegaconf import OmegaConf
 
 NAME: Final = "train_grpo_step.sh"
 ENGINES: Final = ("sglang", "vllm", "cpu", "hf")
@@ -174,7 +174,8 @@ def override_value(key: str, overrides: Sequence[str]) -> str | None:
 def preset_value(root: Path, config_name: str, key: str) -> str | None:
     """``key``'s value in the preset's entry config, else in the recipe both presets include."""
     for path in (root / "configs" / f"{config_name}.yaml", root / "configs" / "recipe" / "paper.yaml"):
-        node = yaml.safe_load(path.read_text())
+        # omegaconf (verl's own config library; PyYAML is not in the offline sets), interpolations left unresolved
+        node = OmegaConf.to_container(OmegaConf.load(path), resolve=False)
         for part in key.split("."):
             node = node.get(part) if isinstance(node, dict) else None
         if node is not None:
