@@ -45,7 +45,8 @@ class StepRecord:
 
 def read_launches(run_dir: Path) -> list[dict[int, Mapping[str, Any]]]:
     """``{step: data}`` of each launch of ``run_dir``, in launch order (one metrics file per launch, named by its
-    start time; a repeated step within one file: the later line wins)."""
+    start time; lines of one step are merged, a later line's figure winning: verl logs a validation pass before
+    the first step of a launch as a line of its own)."""
     files = sorted((Path(run_dir) / "metrics").glob("*.jsonl"))
     if not files:
         raise FileNotFoundError(f"{run_dir}/metrics/*.jsonl: no metrics; is this a train_grpo_step.sh run folder?")
@@ -57,7 +58,8 @@ def read_launches(run_dir: Path) -> list[dict[int, Mapping[str, Any]]]:
                 continue
             try:
                 row = json.loads(line)
-                steps[int(row["step"])] = row["data"]
+                step = int(row["step"])
+                steps[step] = {**steps.get(step, {}), **row["data"]}
             except (ValueError, KeyError, TypeError) as err:
                 raise ValueError(f"{path}:{number}: not a verl metrics line ({err})") from err
         launches.append(steps)
@@ -65,11 +67,18 @@ def read_launches(run_dir: Path) -> list[dict[int, Mapping[str, Any]]]:
 
 
 def read_metrics(run_dir: Path) -> dict[int, Mapping[str, Any]]:
-    """``{step: data}`` over every launch of ``run_dir`` (a later launch wins a repeated step)."""
+    """``{step: data}`` over every launch of ``run_dir``, merged per step as within a launch (a later launch's
+    figure wins)."""
     steps: dict[int, Mapping[str, Any]] = {}
     for launch in read_launches(run_dir):
-        steps.update(launch)
+        for step, data in launch.items():
+            steps[step] = {**steps.get(step, {}), **data}
     return steps
+
+
+def is_validation_only(data: Mapping[str, Any]) -> bool:
+    """A line of validation figures alone (verl's pass before a launch's first step): no training step."""
+    return bool(data) and all(key.startswith("val-") for key in data)
 
 
 def logged_rows(step: int, data: Mapping[str, Any]) -> int:
@@ -122,7 +131,11 @@ def step_record(step: int, data: Mapping[str, Any], rows: int) -> StepRecord:
 
 def read_steps(run_dir: Path, rows: int) -> list[StepRecord]:
     """The run's steps in order."""
-    return [step_record(step, data, rows) for step, data in sorted(read_metrics(run_dir).items())]
+    return [
+        step_record(step, data, rows)
+        for step, data in sorted(read_metrics(run_dir).items())
+        if not is_validation_only(data)
+    ]
 
 
 def step_tokens(record: StepRecord, measure: str = "response") -> float:

@@ -13,7 +13,8 @@
 # and the site's transformers shadows the image's); TRIM_FA3=1 leaves out sgl_kernel/flash_ops.abi3.so (1 GB, 2/3 of
 # the set): only SGLang's FlashAttention-3 paths load it (attention_backend fa3, vision and audio models), never the
 # triton attention backend that train_grpo_step.sh gives SGLang; a run that needs it stops with sgl_kernel's
-# "Can not import FA3 in sgl_kernel". gzip -1: fast on a busy 2-core machine, and wheels are zip-compressed already.
+# "Can not import FA3 in sgl_kernel". gzip -1 (the default): fast on a busy 2-core machine; COMPRESS=xz packs ~30%
+# smaller (fewer pieces to carry) for a few minutes more; install reads either.
 # install: the project (`mr_search`, `mr_search_retrieval`, `mr_search_embedded`) as regular installs into the same
 # folder, so verl finds the plugin's entry point; `env` puts the checkout first, so its code is what runs. Then the
 # whole site is compiled to bytecode with the node's Python (`compile SITE_DIR`, all cores; COMPILE_BYTECODE=0 leaves
@@ -23,6 +24,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 PIECE_SIZE="${PIECE_SIZE:-49M}"
+COMPRESS="${COMPRESS:-gzip}"   # gzip (-1) | xz (-3, all cores)
 die() { echo "offline_site.sh: $*" >&2; exit 1; }
 
 case "${1:-}" in
@@ -41,9 +43,14 @@ case "${1:-}" in
       rm -f "$work/site/sgl_kernel/flash_ops.abi3.so"
       echo "offline_site.sh: left out sgl_kernel/flash_ops.abi3.so (FlashAttention-3; not used with triton attention)"
     fi
+    case "$COMPRESS" in
+      gzip) squeeze=(gzip -1) ;;
+      xz) squeeze=(xz -T0 -3) ;;
+      *) die "COMPRESS=$COMPRESS is not valid; use gzip (the default) or xz" ;;
+    esac
     mkdir -p "$out"
     rm -f "$out"/site.part*
-    tar -C "$work" -cf - site | gzip -1 | split -b "$PIECE_SIZE" -d -a 2 - "$out/site.part"
+    tar -C "$work" -cf - site | "${squeeze[@]}" | split -b "$PIECE_SIZE" -d -a 2 - "$out/site.part"
     (cd "$out" && cat site.part* | sha256sum | cut -d' ' -f1 >site.sha256)
     echo "offline_site.sh: ${#wheels[@]} wheels -> $(ls "$out"/site.part* | wc -l) pieces in $out ($(du -sh "$out" | cut -f1))"
     ;;
@@ -58,7 +65,16 @@ case "${1:-}" in
         || die "the pieces in $pieces do not join to the packed set (sha256 differs): a piece is missing or cut"
     fi
     mkdir -p "$site"
-    cat "$pieces"/site.part* | tar -xz -C "$site"
+    # gzip or xz, told by the first piece's magic bytes (pack's COMPRESS)
+    case "$(head -c 6 "$pieces/site.part00" | od -An -tx1 | tr -d ' \n')" in
+      1f8b*) unsqueeze=(gzip -dc) ;;
+      fd377a585a00)
+        if command -v xz >/dev/null; then unsqueeze=(xz -dc -T0)
+        else unsqueeze=("$PYTHON" -c 'import lzma, shutil, sys; shutil.copyfileobj(lzma.open(sys.stdin.buffer), sys.stdout.buffer)')
+        fi ;;
+      *) die "$pieces/site.part00 is neither gzip nor xz: not a piece that pack wrote" ;;
+    esac
+    cat "$pieces"/site.part* | "${unsqueeze[@]}" | tar -x -C "$site"
     PYTHONPATH="$site/site${PYTHONPATH:+:$PYTHONPATH}" "$PYTHON" -m pip install -q --no-index --no-deps \
       --no-build-isolation --no-compile --target "$site/site" --upgrade "$ROOT/retrieval" "$ROOT" \
       "$ROOT/examples/embedded_world"

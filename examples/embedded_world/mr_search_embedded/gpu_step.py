@@ -69,7 +69,7 @@ class StepSplit:
 
 def step_split(run_dir: Path, skip_first: int = 1) -> StepSplit:
     """The step split of one ``train_grpo_step.sh`` run folder."""
-    metrics = read_metrics(Path(run_dir))
+    metrics = {s: d for s, d in read_metrics(Path(run_dir)).items() if "timing_s/step" in d}  # training steps
     steps = sorted(metrics)[skip_first:]
     if not steps:
         raise ValueError(f"{run_dir}: {len(metrics)} step(s) logged; the split needs more than {skip_first}")

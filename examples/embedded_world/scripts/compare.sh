@@ -37,8 +37,21 @@ BASELINE_STEPS="${BASELINE_STEPS:-}"    # first launch of the K = 1 arms; empty:
                                        # step wrote ~3.5x fewer model tokens than a K = 3 one: a spare step costs
                                        # seconds, a relaunch minutes; the checkpoint closest to the budget is evaluated)
 TOKEN_TOLERANCE="${TOKEN_TOLERANCE:-0.05}"  # an arm within this fraction below the budget trains no further
+BUDGET="${BUDGET:-tokens}"              # tokens: every arm matched to MR-Search's model-written tokens (compute-fair);
+                                       # updates: every arm trains STEPS steps (the paper's protocol), side by side
+                                       # with PARALLEL_RUNS > 1
+PARALLEL_RUNS="${PARALLEL_RUNS:-1}"     # training runs at once on the one card (BUDGET=updates; an engine's KV cache
+                                       # of GPU_MEMORY_UTILIZATION each): across a seed's arms and the seeds
+SOLO_STEPS="${SOLO_STEPS:-0}"           # the first run trains this many steps alone before the others start: its
+                                       # step times alone and shared give the cost of sharing the card
+UNTIL_STEP="${UNTIL_STEP:-}"            # a piece of a longer run: train every arm to this step, then stop (no
+                                       # evaluation); the same WORK_DIR without it continues to STEPS and evaluates
+DEV_QUESTIONS="${DEV_QUESTIONS:-0}"     # dev curves: the first N dev questions per source, greedy at K = ATTEMPTS,
+DEV_FREQ="${DEV_FREQ:-10}"              # through the training's engine before the first step and every DEV_FREQ steps
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, every arm
 GROUP_SIZE="${GROUP_SIZE:-4}"           # trajectories per question, every arm
+MINI_BATCH="${MINI_BATCH:-}"            # questions per optimizer update, every arm; empty: TRAIN_BATCH_SIZE (one
+                                       # update a step, as in every earlier comparison)
 LR="${LR:-1e-4}"                        # actor learning rate, every arm (every reported comparison's; the embedded
                                        # config's own is 1e-5)
 # --- evaluation (the test split, once) ---
@@ -79,7 +92,7 @@ else
 fi
 if [[ -z "$TIMINGS" ]]; then
   if [[ -f "$REPORT_DIR/comparison.json" ]]; then TIMINGS="$REPORT_DIR/comparison.json"
-  else TIMINGS="$earlier_report/comparison.json"; fi
+  elif [[ ! "${ROLLOUT_ENGINE:-}" =~ ^(sglang|vllm)$ ]]; then TIMINGS="$earlier_report/comparison.json"; fi
 fi
 RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 NOTE="${NOTE:-}"                        # one line for the report's history table
@@ -99,6 +112,9 @@ ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"    # cpu | hf (the same transformers rollou
 PLAN_GATE="${PLAN_GATE:-1}"              # 1: nothing trains or reads the test split until REPORT_DIR/plan.md is committed
                                        # as it stands (the report states the commit's time and each launch's); 0: a
                                        # run that tests nothing (a smoke run), said so in its report
+PLAN_RECORD="${PLAN_RECORD:-}"          # where the checkout has no git history (a GPU node's copy of the tree): the
+                                       # file of `python -m mr_search_embedded.compare gate-record` written where the
+                                       # plan was committed; the gate passes when plan.md is byte for byte that plan
 DRY_RUN="${DRY_RUN:-0}"
 
 die() { echo "compare.sh: $*" >&2; exit 1; }
@@ -116,6 +132,16 @@ whole EVAL_RESPONSE_LENGTH "$EVAL_RESPONSE_LENGTH"
 [[ "$MAX_QUESTIONS" =~ ^([1-9][0-9]*|[A-Za-z0-9_.-]+=[1-9][0-9]*)(,([1-9][0-9]*|[A-Za-z0-9_.-]+=[1-9][0-9]*))*$ ]] \
   || die "MAX_QUESTIONS=$MAX_QUESTIONS is not valid; use a whole number >= 1 or e.g. 100,embedded_3hop=217"
 whole TIME_AIM_MIN "$TIME_AIM_MIN"
+whole PARALLEL_RUNS "$PARALLEL_RUNS"
+whole DEV_FREQ "$DEV_FREQ"
+[[ "$BUDGET" =~ ^(tokens|updates)$ ]] || die "BUDGET=$BUDGET is not valid; use tokens (compute-fair) or updates (paper)"
+[[ "$SOLO_STEPS" =~ ^[0-9]+$ ]] || die "SOLO_STEPS=$SOLO_STEPS is not valid; use a whole number >= 0"
+[[ "$DEV_QUESTIONS" =~ ^[0-9]+$ ]] || die "DEV_QUESTIONS=$DEV_QUESTIONS is not valid; use a whole number >= 0"
+if [[ -n "$UNTIL_STEP" ]]; then
+  whole UNTIL_STEP "$UNTIL_STEP"
+  [[ "$BUDGET" == updates ]] || die "UNTIL_STEP needs BUDGET=updates (a token-matched arm's steps are known at the end)"
+  ((UNTIL_STEP <= STEPS)) || die "UNTIL_STEP=$UNTIL_STEP is past STEPS=$STEPS; give a step <= STEPS"
+fi
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OVERLAP_EVAL" =~ ^[01]$ ]] || die "OVERLAP_EVAL=$OVERLAP_EVAL is not valid; use 1 (default) or 0"
@@ -130,8 +156,18 @@ whole TIME_AIM_MIN "$TIME_AIM_MIN"
 [[ "$POLICY" =~ ^(tiny|small)$ ]] || die "POLICY=$POLICY is not valid; use tiny or small"
 [[ "$SEED_BASE" =~ ^[0-9]+$ ]] || die "SEED_BASE=$SEED_BASE is not valid; use a whole number >= 0"
 ((ATTEMPTS > 1)) || die "ATTEMPTS=$ATTEMPTS is not valid; MR-Search needs >= 2 attempts (the baseline is K = 1)"
+# The engine train_grpo_step.sh picks for the embedded preset: in the plan, and the report with the card it ran on.
+# shellcheck source=lib/gpu.sh
+source "$ROOT/scripts/lib/gpu.sh"
+if [[ -z "$ROLLOUT_ENGINE" ]]; then
+  if has_gpu; then ROLLOUT_ENGINE=hf; else ROLLOUT_ENGINE=cpu; fi
+fi
 BASELINE_STEPS="${BASELINE_STEPS:-$((4 * STEPS))}"
 whole BASELINE_STEPS "$BASELINE_STEPS"
+MINI_BATCH="${MINI_BATCH:-$TRAIN_BATCH_SIZE}"
+whole MINI_BATCH "$MINI_BATCH"
+((TRAIN_BATCH_SIZE % MINI_BATCH == 0)) \
+  || die "MINI_BATCH=$MINI_BATCH does not divide TRAIN_BATCH_SIZE=$TRAIN_BATCH_SIZE; give a divisor of it"
 [[ "$RETRIEVER_URL" =~ ^http://(127\.0\.0\.1|localhost):([0-9]+)/?$ ]] \
   || die "RETRIEVER_URL=$RETRIEVER_URL is not valid; use http://127.0.0.1:<port> (a local service, started if silent)"
 RETRIEVER_URL="${RETRIEVER_URL%/}"
@@ -151,7 +187,10 @@ plan_args=(--arms "$ARMS" --attempts "$ATTEMPTS" --turns "$TURNS" --seeds "${see
   --baseline-steps "$BASELINE_STEPS" --batch "$TRAIN_BATCH_SIZE" --group "$GROUP_SIZE" --lr "$LR"
   --tolerance "$TOKEN_TOLERANCE" --max-questions "$MAX_QUESTIONS" --response-length "$EVAL_RESPONSE_LENGTH"
   --max-new-tokens "$MAX_NEW_TOKENS" --max-information-tokens "$MAX_INFO_TOKENS" --world "$MR_SEARCH_WORLD"
-  --policy "$POLICY" --timings "$TIMINGS" --aim-minutes "$TIME_AIM_MIN" --overlap "$OVERLAP_EVAL")
+  --policy "$POLICY" --aim-minutes "$TIME_AIM_MIN" --overlap "$OVERLAP_EVAL" --budget "$BUDGET"
+  --dev-questions "$DEV_QUESTIONS" --dev-freq "$DEV_FREQ" --parallel "$PARALLEL_RUNS" --engine "$ROLLOUT_ENGINE"
+  --positive-control "$OUTCOME_FEEDBACK" --mini-batch "$MINI_BATCH")
+[[ -z "$TIMINGS" ]] || plan_args+=(--timings "$TIMINGS")
 echo "compare.sh: arms $ARMS; seeds ${seeds[*]}; world $MR_SEARCH_WORLD, policy $POLICY;" \
   "outcome feedback $([[ $OUTCOME_FEEDBACK == 1 ]] && echo "on (MAGE-style)" || echo "off (paper)")"
 echo "  work folder $WORK_DIR, report $REPORT_DIR, retrieval $RETRIEVER_URL"
@@ -189,8 +228,16 @@ TRAIN_FILE="${files[0]}" DEV_FILE="${files[1]}" TEST_FILE="${files[2]}"
 "$PYTHON" -m mr_search_embedded.compare plan "${plan_args[@]}" --train "$TRAIN_FILE" --dev "$DEV_FILE" \
   --test "$TEST_FILE" --out "$WORK_DIR" --report-dir "$REPORT_DIR" || die "the plan could not be written (above)"
 echo "compare.sh: the plan is in $WORK_DIR/plan.md and $REPORT_DIR/plan.md"
+DEV_SLICE="$WORK_DIR/dev_slice.parquet"  # the dev curves' questions (DEV_QUESTIONS)
+if ((DEV_QUESTIONS)); then
+  "$PYTHON" -m mr_search_embedded.compare dev-slice --dev "$DEV_FILE" --per-source "$DEV_QUESTIONS" \
+    --out "$DEV_SLICE" || die "the dev slice could not be written (above)"
+fi
+SAVE_EVERY=1  # the token match evaluates the step closest to the budget: every step's checkpoint is kept
+[[ "$BUDGET" == tokens ]] || SAVE_EVERY="${SAVE_FREQ:-10}"  # equal updates: the last step's (verl always saves it)
 gate_flag=()
 [[ "$PLAN_GATE" == 1 ]] || gate_flag=(--off)
+[[ -z "$PLAN_RECORD" ]] || gate_flag+=(--record "$PLAN_RECORD")
 "$PYTHON" -m mr_search_embedded.compare gate --plan "$REPORT_DIR/plan.md" --work "$WORK_DIR" "${gate_flag[@]}" \
   || die "the plan gate stopped the run (above): nothing was trained or evaluated"
 launched() {  # launched <what>: the launch and its UTC time in WORK_DIR/launches.jsonl (the report states them)
@@ -228,12 +275,6 @@ fi
 "$PYTHON" -m mr_search_embedded.world.serves --url "$RETRIEVER_URL/retrieve" \
   || die "the retrieval service at $RETRIEVER_URL does not serve the $MR_SEARCH_WORLD world; stop it or set RETRIEVER_URL"
 
-# The engine train_grpo_step.sh picks for the embedded preset: stated in the report with the card it ran on.
-# shellcheck source=lib/gpu.sh
-source "$ROOT/scripts/lib/gpu.sh"
-if [[ -z "$ROLLOUT_ENGINE" ]]; then
-  if has_gpu; then ROLLOUT_ENGINE=hf; else ROLLOUT_ENGINE=cpu; fi
-fi
 machine="$(nproc) CPU cores ($(lscpu 2>/dev/null | sed -n 's/^Model name: *//p' | head -n 1)), \
 $(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo)"
 step_overrides=()  # the lab's step on an engine (mr_search_embedded/gpu_step.py says why each)
@@ -284,15 +325,20 @@ train() {  # train <run dir> <arm> <steps> <seed>
   [[ "$gamma" != - ]] || gamma=""  # K = 1: no later attempt to discount; the config's value stands
   start="$(date +%s)"
   launched "train ${run#"$WORK_DIR"/} to step $steps"
-  # VAL_FILE is the train parquet: verl builds a validation set at start even with TEST_FREQ=-1, and training must
-  # open neither dev nor test.
+  # Without dev curves VAL_FILE is the train parquet: verl builds a validation set at start even with TEST_FREQ=-1,
+  # and training must open neither dev nor test. With them: the dev slice at K = ATTEMPTS, before the first step too.
+  local val_file="$TRAIN_FILE" test_freq=-1 dev=()
+  if ((DEV_QUESTIONS)); then
+    val_file="$DEV_SLICE" test_freq="$DEV_FREQ"
+    dev=("mr_search.episode.val_attempts=$ATTEMPTS" "trainer.val_before_train=True")
+  fi
   LR="$LR" PRESET=embedded ROLLOUT_ENGINE="$ROLLOUT_ENGINE" RUN_DIR="$run" ATTEMPTS="${ARM_K[$arm]}" \
     MAX_TURNS="${ARM_TURNS[$arm]}" GAMMA="$gamma" ADV_ESTIMATOR=mr_search TOTAL_STEPS="$steps" MODEL_PATH="$WARM" \
-    TRAIN_FILE="$TRAIN_FILE" VAL_FILE="$TRAIN_FILE" TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" GROUP_SIZE="$GROUP_SIZE" \
-    SAVE_FREQ=1 TEST_FREQ=-1 RETRIEVER_URL="$RETRIEVER_URL" START_RETRIEVER=0 PYTHON="$PYTHON" \
+    TRAIN_FILE="$TRAIN_FILE" VAL_FILE="$val_file" TRAIN_BATCH_SIZE="$TRAIN_BATCH_SIZE" GROUP_SIZE="$GROUP_SIZE" \
+    PPO_MINI_BATCH_SIZE="$MINI_BATCH" SAVE_FREQ="$SAVE_EVERY" TEST_FREQ="$test_freq" RETRIEVER_URL="$RETRIEVER_URL" START_RETRIEVER=0 PYTHON="$PYTHON" \
     bash "$ROOT/train_grpo_step.sh" "data.seed=$seed" "actor_rollout_ref.rollout.seed=$seed" \
     "actor_rollout_ref.actor.data_loader_seed=$seed" "trainer.max_actor_ckpt_to_keep=null" "${feedback_override[@]}" \
-    "${restate_override[@]}" "${step_overrides[@]}" \
+    "${restate_override[@]}" "${step_overrides[@]}" "${dev[@]}" \
     >>"$run.log" 2>&1 || die "training failed; log: $run.log"
   echo "$start $(date +%s) $steps" >>"$run.times"  # the next plan's launch overhead
 }
@@ -365,7 +411,8 @@ in_background() {  # in_background <what> COMMAND...: after the one in flight; b
 }
 
 reference_shape="${ARM_SHAPE[mr_search]}"
-in_background "the warm start's test evaluation" evaluate_if_stale "evaluating the warm start" \
+# A piece of a longer run (UNTIL_STEP) trains only: the warm start is evaluated with the final piece.
+[[ -n "$UNTIL_STEP" && "$UNTIL_STEP" != "$STEPS" ]] || in_background "the warm start's test evaluation" evaluate_if_stale "evaluating the warm start" \
   "$WORK_DIR/warm_eval_$reference_shape" "${ARM_KEVAL[mr_search]}" "${ARM_TURNS[mr_search]}" "warm_start=$WARM"
 
 evaluate_seed() {  # evaluate_seed <seed dir> <arm=step ...>: every shape's evaluation of the seed's checkpoints
@@ -384,11 +431,53 @@ evaluate_seed() {  # evaluate_seed <seed dir> <arm=step ...>: every shape's eval
   done
 }
 
+if [[ "$BUDGET" == updates ]]; then
+  # Equal updates: every (seed, arm) run trains to the same step, PARALLEL_RUNS at once on the card; the first alone
+  # for SOLO_STEPS steps (the cost of sharing: its step times alone beside the shared ones).
+  until_step="${UNTIL_STEP:-$STEPS}"
+  pending=()
+  for seed in "${seeds[@]}"; do
+    for arm in "${arms[@]}"; do pending+=("$seed $arm"); done
+  done
+  pids=()
+  wait_one() {  # waits for one of the training runs in flight; stops on its failure
+    local done_pid
+    wait -n -p done_pid "${pids[@]}" || die "a training run failed; logs: $WORK_DIR/seed_*/*.log"
+    for i in "${!pids[@]}"; do [[ "${pids[$i]}" != "$done_pid" ]] || unset 'pids[i]'; done
+    pids=("${pids[@]}")
+  }
+  for job in "${pending[@]}"; do
+    read -r seed arm <<<"$job"
+    mkdir -p "$WORK_DIR/seed_$seed"
+    ((${#pids[@]} < PARALLEL_RUNS)) || wait_one
+    echo "compare.sh: seed $seed: $arm to step $until_step ($(date -u +%H:%M:%S) UTC)"
+    train "$WORK_DIR/seed_$seed/$arm" "$arm" "$until_step" "$seed" &
+    pids+=($!)
+    if [[ "$job" == "${pending[0]}" ]] && ((SOLO_STEPS && ${#pending[@]} > 1 && PARALLEL_RUNS > 1)); then
+      echo "compare.sh: $arm of seed $seed trains $SOLO_STEPS steps alone first"
+      until "$PYTHON" -m mr_search_embedded.compare logged --run "$WORK_DIR/seed_$seed/$arm" \
+        --steps "$((SOLO_STEPS + 1))"; do
+        kill -0 "${pids[0]}" 2>/dev/null || break
+        sleep 5
+      done
+      launched "side by side from here"
+    fi
+  done
+  while ((${#pids[@]})); do wait_one; done
+  ((DEV_QUESTIONS == 0)) || "$PYTHON" -m mr_search_embedded.compare curves --work "$WORK_DIR" --out "$REPORT_DIR"
+  if ((until_step < STEPS)); then
+    echo "compare.sh: every arm trained to step $until_step of $STEPS: this piece is done; the same WORK_DIR without" \
+      "UNTIL_STEP (or with a later one) continues from the checkpoints and evaluates at step $STEPS"
+    exit 0
+  fi
+fi
+
 for seed in "${seeds[@]}"; do
   dir="$WORK_DIR/seed_$seed"
   mkdir -p "$dir"
   chosen=()
   for arm in "${arms[@]}"; do  # mr_search first: its tokens are the budget of the others
+    if [[ "$BUDGET" == updates ]]; then chosen+=("$arm=$STEPS"); continue; fi  # trained above
     echo "compare.sh: seed $seed: $arm, ${ARM_FIRST[$arm]} steps ($(date -u +%H:%M:%S) UTC)"
     train "$dir/$arm" "$arm" "${ARM_FIRST[$arm]}" "$seed"
     read -r needed step have < <(match_budget "$dir" "$arm") || die "the token match of $arm failed (above)"

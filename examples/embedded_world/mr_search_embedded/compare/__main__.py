@@ -32,7 +32,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mr_search.eval.question_cap import QuestionCap, parse_max_questions, recorded
-from mr_search_embedded.compare import gate, records
+from mr_search_embedded.compare import curves, gate, records
 from mr_search_embedded.compare.arms import build_arms, parse_arms
 from mr_search_embedded.compare.budget import match_runs, next_steps, write_match
 from mr_search_embedded.compare.history import append_history, history_entry
@@ -145,9 +145,23 @@ def _parser() -> argparse.ArgumentParser:
     check.add_argument("--plan", type=Path, required=True, help="the report folder's plan.md")
     check.add_argument("--work", type=Path, required=True, help="work folder of scripts/compare.sh")
     check.add_argument("--off", action="store_true", help="PLAN_GATE=0: record that the run tests nothing")
+    check.add_argument("--record", type=Path, default=None, help="PLAN_RECORD: check against gate-record's file")
+    keep = sub.add_parser("gate-record", help="write what a machine without git needs to check the committed plan")
+    keep.add_argument("--plan", type=Path, required=True, help="the report folder's plan.md, committed")
+    keep.add_argument("--out", type=Path, required=True, help="the record (JSON) to write")
     started = sub.add_parser("launch", help="append a launch and its UTC time to WORK/launches.jsonl")
     started.add_argument("--work", type=Path, required=True)
     started.add_argument("--what", required=True, help="what is launched (a run folder, an evaluation)")
+    logged = sub.add_parser("logged", help="exit 0 once a run folder has logged --steps training steps")
+    logged.add_argument("--run", type=Path, required=True)
+    logged.add_argument("--steps", type=int, required=True)
+    sliced = sub.add_parser("dev-slice", help="write the first N dev questions of each source (the dev curves')")
+    sliced.add_argument("--dev", type=Path, required=True, help="the dev parquet")
+    sliced.add_argument("--per-source", type=int, required=True)
+    sliced.add_argument("--out", type=Path, required=True)
+    drawn = sub.add_parser("curves", help="dev_curves.json and .png of a work folder's runs")
+    drawn.add_argument("--work", type=Path, required=True)
+    drawn.add_argument("--out", type=Path, required=True, help="folder to write them to")
     again = sub.add_parser("recompute", help="the final-answer test from a report folder's records alone")
     again.add_argument("report_dir", type=Path)
     fresh = sub.add_parser("fresh", help="exit 0 if an evaluation of these models with these settings exists")
@@ -191,16 +205,28 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.reflection_restates_question,
         )
         return 0 if fresh_enough else 1
+    if args.command == "logged":
+        return 0 if curves.logged_steps(args.run) >= args.steps else 1
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        if args.command == "plan":
+        if args.command == "dev-slice":
+            written = curves.dev_slice(args.dev, args.per_source, args.out)
+            print(f"dev slice: {written} questions ({args.per_source} per source) in {args.out} (split: dev)")
+        elif args.command == "gate-record":
+            saved = gate.record(args.plan)
+            args.out.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
+            print(f"plan {saved['plan']}: commit {saved['commit']} at {saved['committed_at']}, blob {saved['blob']}")
+        elif args.command == "curves":
+            path = curves.write_curves(args.work, args.out)
+            print(f"dev curves: {path}" if path else f"dev curves: no run in {args.work} logged a dev point")
+        elif args.command == "plan":
             print(plan_from_arguments(args), end="")
         elif args.command == "arms":
             for arm in build_arms(parse_arms(args.arms), args.attempts, args.turns):
                 gamma = "-" if arm.gamma is None else f"{arm.gamma:g}"
                 print(arm.name, arm.attempts, arm.turns, gamma, arm.eval_attempts, arm.shape, arm.first_steps)
         elif args.command == "gate":
-            found = gate.check(args.plan, args.work, enabled=not args.off)
+            found = gate.check(args.plan, args.work, enabled=not args.off, record_path=args.record)
             print(f"plan committed at {found['plan_committed_at']} ({found['plan_commit']})" if not args.off
                   else "plan gate off (PLAN_GATE=0): this run tests nothing")
         elif args.command == "launch":

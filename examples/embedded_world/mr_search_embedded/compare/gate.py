@@ -5,10 +5,15 @@ asks git whether that file is committed as it stands (tracked, no change against
 ``WORK_DIR/gate.json`` with the commit and its time. ``launch`` appends each launch (training or evaluation) to
 ``WORK_DIR/launches.jsonl`` with its UTC time; the report states the plan's commit time and the first launch's.
 ``PLAN_GATE=0`` runs without the gate (a run that tests nothing: CI, smoke runs); its report says so.
+
+A machine without the repository's history (a GPU node that got a copy of the tree) checks the plan against a record
+instead: ``record`` writes, where git is, the plan's commit, its time and its git blob id; ``check`` with that record
+passes only when the plan on disk hashes to the same blob, i.e. is byte for byte the committed plan.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import subprocess
 from datetime import datetime, timezone
@@ -52,10 +57,39 @@ def committed_plan(plan: Path) -> dict[str, str]:
     return {"commit": commit, "committed_at": stamp}
 
 
-def check(plan: Path, work: Path, enabled: bool = True) -> dict[str, Any]:
+def blob_id(path: Path) -> str:
+    """The git blob id of a file's bytes (``git hash-object``), computed without git."""
+    data = Path(path).read_bytes()
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def record(plan: Path) -> dict[str, str]:
+    """What a machine without the history needs to check the plan: its commit, the commit's time, its blob id."""
+    found = committed_plan(plan)
+    return {**found, "blob": blob_id(plan), "plan": Path(plan).name}
+
+
+def committed_by_record(plan: Path, record_path: Path) -> dict[str, str]:
+    """``{"commit", "committed_at"}`` from a ``record`` when ``plan`` is byte for byte the plan it names."""
+    saved = json.loads(Path(record_path).read_text(encoding="utf-8"))
+    if not Path(plan).is_file():
+        raise PlanNotCommitted(f"{plan}: no plan to check; compare.sh writes it before the gate")
+    if blob_id(plan) != saved.get("blob"):
+        raise PlanNotCommitted(
+            f"{plan} is not the plan committed in {saved.get('commit')} (its blob id differs from {record_path}'s): "
+            "write the record again where the history is (python -m mr_search_embedded.compare gate-record) after "
+            "committing this plan, or give the knobs the committed plan was written with"
+        )
+    return {"commit": saved["commit"], "committed_at": saved["committed_at"]}
+
+
+def check(plan: Path, work: Path, enabled: bool = True, record_path: Path | None = None) -> dict[str, Any]:
     """Writes ``work/gate.json``: the plan's commit (or that the gate was off). Raises PlanNotCommitted."""
     record: dict[str, Any] = {"plan": str(plan), "gate": enabled, "checked_at": utc_now()}
-    if enabled:
+    if enabled and record_path is not None:
+        found = committed_by_record(plan, record_path)
+        record.update(plan_commit=found["commit"], plan_committed_at=found["committed_at"], checked_by=str(record_path))
+    elif enabled:
         found = committed_plan(plan)
         record.update(plan_commit=found["commit"], plan_committed_at=found["committed_at"])
     else:

@@ -27,6 +27,15 @@ GAMMA_ZERO = (
 )
 
 
+TOKENS = "tokens"
+UPDATES = "updates"
+BUDGETS = (TOKENS, UPDATES)
+BUDGET_MEASURES = {
+    TOKENS: "model-written tokens (mr_search/model_tokens)",
+    UPDATES: "updates at the same questions a step (the paper's protocol)",
+}
+
+
 @dataclass(frozen=True)
 class Plan:
     """What the comparison will run and how its result is judged, fixed before the first training step."""
@@ -51,12 +60,21 @@ class Plan:
     timings: Timings | None  # None: no measured step times found (``wall_note`` says why)
     wall: WallTime | None
     wall_note: str = ""
+    budget: str = "tokens"  # BUDGETS: what every arm is matched on
+    dev_questions: int = 0  # first N dev questions per source evaluated during training (0: none)
+    dev_freq: int = 0  # every N steps (and before the first)
+    parallel: int = 1  # training runs at once on the one card
+    engine: str = ""  # the rollout engine (cpu, hf, sglang, vllm); empty in a dry run that names none
+    positive_control: bool = False  # outcome feedback: cross-attempt credit is the route to reward by construction
+    mini_batch: int = 0  # questions per optimizer update; 0: the batch (one update a step)
     written: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
     resamples: int = RESAMPLES
     bootstrap_seed: int = SEED
 
     def first_steps(self, arm: Arm) -> int:
-        return self.steps if arm.first_steps == "reference" else self.baseline_steps
+        if self.budget == UPDATES or arm.first_steps == "reference":
+            return self.steps
+        return self.baseline_steps
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -69,11 +87,13 @@ class Plan:
             "arms": [{**a.as_dict(), "first_launch_steps": self.first_steps(a)} for a in self.arms],
             "seeds": list(self.seeds),
             "budget": {
-                "measure": "model-written tokens (mr_search/model_tokens)",
+                "kind": self.budget,
+                "measure": BUDGET_MEASURES[self.budget],
                 "reference": MR,
                 "reference_steps": self.steps,
                 "tolerance": self.tolerance,
                 "batch": self.batch,
+                "mini_batch": self.mini_batch or self.batch,
                 "group": self.group,
                 "lr": self.lr,
             },
@@ -85,6 +105,10 @@ class Plan:
                 "max_new_tokens": self.max_new_tokens,
                 "max_information_tokens": self.max_information_tokens,
             },
+            "dev_curves": {"questions_per_source": self.dev_questions, "every_steps": self.dev_freq},
+            "runs_at_once": self.parallel,
+            "engine": self.engine,
+            "positive_control": self.positive_control,
             "split": "test",
             "splits": dict(self.splits),
             "probed": None if self.probed is None else dict(self.probed),
@@ -181,23 +205,24 @@ def render_plan(plan: Plan) -> str:
         f"- **Metric**: {metric_text(plan)}.",
         f"- **Comparison**: {comparison_text(plan)}.",
         f"- **Pass rule**: {pass_rule_text(plan)}.",
-        f"- **Arms** (one warm start; batch {plan.batch} questions x n = {plan.group}, lr {plan.lr}, the mr_search "
+        f"- **Arms** (one warm start; batch {plan.batch} questions x n = {plan.group}, "
+        f"{plan.batch // (plan.mini_batch or plan.batch)} optimizer update(s) a step, lr {plan.lr}, the mr_search "
         "estimator: leave-one-out, no std):",
     ]
     for arm in plan.arms:
-        steps = "its steps are the budget" if arm.name == MR else f"first launch {plan.first_steps(arm)} steps"
+        if plan.budget == UPDATES:
+            steps = f"{plan.steps} steps"
+        else:
+            steps = "its steps are the budget" if arm.name == MR else f"first launch {plan.first_steps(arm)} steps"
         best = arm.final == "best" and arm.eval_attempts > 1
         figure = f"best EM@k, k <= {arm.eval_attempts}" if best else f"EM@{arm.eval_attempts}"
         lines.append(f"  - `{arm.name}`: {arm.what}; {steps}; evaluated {arm.shape} (figure: {figure}).")
     if any(a.name == NO_CREDIT for a in plan.arms):
         lines.append(f"- **{NO_CREDIT}**: {GAMMA_ZERO}")
     lines += [
-        f"- **Budget**: every arm matched to the same seed's MR-Search run ({plan.steps} steps) in model-written "
-        "tokens (`mr_search/model_tokens`: what the policy wrote; passages, reflection turns and corrective messages "
-        f"left out), within {plan.tolerance:.0%}; an arm short of it resumes, and its checkpoint evaluated is the "
-        "step closest to it. Each arm's steps, model-written and sampled tokens are reported.",
+        f"- **Budget**: {_budget_text(plan)}",
         f"- **Seeds**: {len(plan.seeds)} ({', '.join(map(str, plan.seeds))}).",
-        f"- **Splits**: training reads `train` only (verl's validation file is the train parquet, never evaluated); "
+        f"- **Splits**: training reads `train` only ({_validation_text(plan)}); "
         "`dev`: no choice is made inside this run (this plan fixes every setting); `test`: read once, by the final "
         f"evaluation of each trained checkpoint and of the warm start (K_eval = {mr.eval_attempts}), whose results "
         "nothing reads before the report. " + _splits_text(plan),
@@ -206,9 +231,44 @@ def render_plan(plan: Plan) -> str:
         "per question kind (hops); the reflection gain EM@K - EM@1 of every arm (the earlier harness's test: "
         "MR-Search's gain positive and above K = 1's by twice the seed spread).",
         f"- **Planned wall time**: {wall_time_text(plan)}",
-        "",
     ]
+    if plan.dev_questions:
+        lines.append(
+            f"- **Dev curves** (monitoring, no choice made on them): the first {plan.dev_questions} dev questions of "
+            f"each source, greedy at K = {mr.eval_attempts} for every arm, before the first step and every "
+            f"{plan.dev_freq} steps, through the training's engine (verl's validation pass); EM@k against updates "
+            "and against model-written tokens."
+        )
+    if plan.engine:
+        control = "on: the reflection turns say whether the last answer was right" if plan.positive_control else "off"
+        lines.append(
+            f"- **Engine**: {plan.engine}; {plan.parallel} training run(s) at once on the card; outcome feedback "
+            f"{control} ({'the positive control' if plan.positive_control else 'the paper setting'})."
+        )
+    lines.append("")
     return "\n".join(lines)
+
+
+def _validation_text(plan: Plan) -> str:
+    if plan.dev_questions:
+        return "verl's validation file is the dev curves' slice of `dev`"
+    return "verl's validation file is the train parquet, never evaluated"
+
+
+def _budget_text(plan: Plan) -> str:
+    if plan.budget == UPDATES:
+        return (
+            f"equal updates (primary): every arm trains {plan.steps} steps of {plan.batch} questions x n = "
+            f"{plan.group}, the same questions in the same order per seed, and its step-{plan.steps} checkpoint is "
+            "evaluated. Each arm's model-written and sampled tokens are reported beside it (the compute-fair "
+            "reading, secondary)."
+        )
+    return (
+        f"every arm matched to the same seed's MR-Search run ({plan.steps} steps) in model-written "
+        "tokens (`mr_search/model_tokens`: what the policy wrote; passages, reflection turns and corrective messages "
+        f"left out), within {plan.tolerance:.0%}; an arm short of it resumes, and its checkpoint evaluated is the "
+        "step closest to it. Each arm's steps, model-written and sampled tokens are reported."
+    )
 
 
 def _splits_text(plan: Plan) -> str:

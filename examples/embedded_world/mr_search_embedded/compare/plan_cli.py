@@ -7,7 +7,7 @@ from pathlib import Path
 
 from mr_search.eval.question_cap import QuestionCap, parse_max_questions
 from mr_search_embedded.compare.arms import build_arms, parse_arms
-from mr_search_embedded.compare.plan import Plan, render_plan, write_plan
+from mr_search_embedded.compare.plan import BUDGETS, TOKENS, UPDATES, Plan, render_plan, write_plan
 from mr_search_embedded.compare.walltime import plan_wall_time, timings_from_comparison
 
 DEFAULT_SOURCES = 2  # data sources assumed for the wall time when neither the test split nor the timings say
@@ -37,6 +37,13 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timings", type=Path, default=None, help="a comparison.json with measured step times")
     parser.add_argument("--aim-minutes", type=float, default=60.0, help="the wall time aimed at")
     parser.add_argument("--overlap", type=int, choices=(0, 1), default=1, help="OVERLAP_EVAL")
+    parser.add_argument("--budget", choices=BUDGETS, default=TOKENS, help="BUDGET: what every arm is matched on")
+    parser.add_argument("--dev-questions", type=int, default=0, help="DEV_QUESTIONS: dev curve questions per source")
+    parser.add_argument("--dev-freq", type=int, default=0, help="DEV_FREQ: steps between dev curve points")
+    parser.add_argument("--parallel", type=int, default=1, help="PARALLEL_RUNS: training runs at once")
+    parser.add_argument("--engine", default="", help="ROLLOUT_ENGINE as resolved")
+    parser.add_argument("--positive-control", type=int, choices=(0, 1), default=0, help="OUTCOME_FEEDBACK")
+    parser.add_argument("--mini-batch", type=int, default=None, help="MINI_BATCH: questions per update (default: batch)")
     for split in ("train", "dev", "test"):
         parser.add_argument(f"--{split}", type=Path, default=None, help=f"the {split} parquet (absent: a dry run)")
     parser.add_argument("--out", type=Path, default=None, help="work folder: write plan.json and plan.md there")
@@ -74,11 +81,22 @@ def build_plan(args: argparse.Namespace) -> Plan:
 
     arms = tuple(build_arms(parse_arms(args.arms), args.attempts, args.turns))
     args.max_questions = parse_max_questions(args.max_questions)
-    for name in ("steps", "baseline_steps", "batch", "group"):
+    for name in ("steps", "baseline_steps", "batch", "group", "parallel"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')}={getattr(args, name)}: give a whole number >= 1")
+    if args.dev_questions < 0 or (args.dev_questions and args.dev_freq < 1):
+        raise ValueError(
+            f"--dev-questions={args.dev_questions} --dev-freq={args.dev_freq}: give DEV_QUESTIONS >= 0 and, with "
+            "dev questions, DEV_FREQ >= 1 (steps between the dev curve's points)"
+        )
+    if args.parallel > 1 and args.budget != UPDATES:
+        raise ValueError(
+            f"--parallel={args.parallel} needs --budget updates: under the token budget an arm's steps depend on "
+            "MR-Search's finished run, so the arms train one after another (BUDGET=updates to train them side by side)"
+        )
     questions = _questions(args.test, args.max_questions)
-    first = {a.name: args.steps if a.first_steps == "reference" else args.baseline_steps for a in arms}
+    reference = args.budget == UPDATES
+    first = {a.name: args.steps if reference or a.first_steps == "reference" else args.baseline_steps for a in arms}
     timings = wall = None
     note = ""
     if args.timings is None:
@@ -118,6 +136,13 @@ def build_plan(args: argparse.Namespace) -> Plan:
         timings=timings,
         wall=wall,
         wall_note=note,
+        budget=args.budget,
+        dev_questions=args.dev_questions,
+        dev_freq=args.dev_freq if args.dev_questions else 0,
+        parallel=args.parallel,
+        engine=args.engine,
+        positive_control=bool(args.positive_control),
+        mini_batch=args.mini_batch or args.batch,
     )
 
 
