@@ -44,6 +44,7 @@ PARALLEL_RUNS="${PARALLEL_RUNS:-1}"     # training runs at once on the one card 
                                        # of GPU_MEMORY_UTILIZATION each): across a seed's arms and the seeds
 SOLO_STEPS="${SOLO_STEPS:-0}"           # the first run trains this many steps alone before the others start: its
                                        # step times alone and shared give the cost of sharing the card
+LAUNCH_GAP="${LAUNCH_GAP:-15}"          # seconds between the starts of runs side by side
 UNTIL_STEP="${UNTIL_STEP:-}"            # a piece of a longer run: train every arm to this step, then stop (no
                                        # evaluation); the same WORK_DIR without it continues to STEPS and evaluates
 DEV_QUESTIONS="${DEV_QUESTIONS:-0}"     # dev curves: the first N dev questions per source, greedy at K = ATTEMPTS,
@@ -453,6 +454,7 @@ if [[ "$BUDGET" == updates ]]; then
     echo "compare.sh: seed $seed: $arm to step $until_step ($(date -u +%H:%M:%S) UTC)"
     train "$WORK_DIR/seed_$seed/$arm" "$arm" "$until_step" "$seed" &
     pids+=($!)
+    sleep "$LAUNCH_GAP"  # runs that start at one instant race for the engines' and Ray's ports
     if [[ "$job" == "${pending[0]}" ]] && ((SOLO_STEPS && ${#pending[@]} > 1 && PARALLEL_RUNS > 1)); then
       echo "compare.sh: $arm of seed $seed trains $SOLO_STEPS steps alone first"
       until "$PYTHON" -m mr_search_embedded.compare logged --run "$WORK_DIR/seed_$seed/$arm" \
