@@ -23,6 +23,11 @@ OWN = (
     "ARMS",
     "TIMINGS",
     "REPORT_DIR",
+    "BUDGET",
+    "PARALLEL_RUNS",
+    "UNTIL_STEP",
+    "DEV_QUESTIONS",
+    "MINI_BATCH",
 )
 
 
@@ -128,6 +133,13 @@ def test_one_name_per_knob_and_retired_knobs_are_named(tmp_path: Path, env: dict
         ({"REFLECTION_QUESTION": "on"}, "REFLECTION_QUESTION=on is not valid; use 0 (paper), 1, or leave it empty"),
         ({"MR_SEARCH_WORLD": "twins"}, "MR_SEARCH_WORLD=twins is not valid; use default, namesake or threehop"),
         ({"POLICY": "wide"}, "POLICY=wide is not valid; use tiny or small"),
+        ({"BUDGET": "time"}, "BUDGET=time is not valid; use tokens (compute-fair) or updates (paper)"),
+        ({"PARALLEL_RUNS": "0"}, "PARALLEL_RUNS=0 is not valid"),
+        ({"UNTIL_STEP": "4"}, "UNTIL_STEP needs BUDGET=updates"),
+        ({"BUDGET": "updates", "UNTIL_STEP": "99"}, "UNTIL_STEP=99 is past STEPS=16"),
+        ({"MINI_BATCH": "3"}, "MINI_BATCH=3 does not divide TRAIN_BATCH_SIZE=4"),
+        ({"DEV_QUESTIONS": "some"}, "DEV_QUESTIONS=some is not valid"),
+        ({"PARALLEL_RUNS": "2"}, "--parallel=2 needs --budget updates"),
     ],
 )
 def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:

@@ -147,3 +147,24 @@ def test_per_source_question_counts_are_stated_and_estimated(tmp_path: Path) -> 
     assert "the first questions of each data source (217 of embedded_3hop, 100 of every other source)" in text
     with pytest.raises(ValueError, match=r"e\.g\. 100,embedded_3hop=217"):
         build_plan(_args(tmp_path, "--max-questions", "0"))
+
+
+def test_an_equal_updates_plan_says_so_and_states_its_curves_and_engine(tmp_path: Path) -> None:
+    extra = "--budget updates --parallel 4 --dev-questions 32 --dev-freq 10 --engine sglang --positive-control 1"
+    text = plan_from_arguments(_args(tmp_path, *extra.split(), "--mini-batch", "2"))
+    assert "equal updates (primary): every arm trains 16 steps" in text
+    assert "compute-fair reading, secondary" in text and "within 5%" not in text
+    assert "`k1`: K = 1 with the same 3 turns per attempt (Search-R1); 16 steps" in text, "no BASELINE_STEPS"
+    assert "2 optimizer update(s) a step" in text
+    assert "the first 32 dev questions of each source" in text and "every 10 steps" in text
+    assert "verl's validation file is the dev curves' slice of `dev`" in text
+    assert "sglang; 4 training run(s) at once" in text and "(the positive control)" in text
+    saved = json.loads((tmp_path / "plan.json").read_text()) if (tmp_path / "plan.json").exists() else None
+    assert saved is None, "no --out: nothing written"
+
+
+def test_runs_side_by_side_need_the_equal_updates_budget(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="--parallel=2 needs --budget updates"):
+        build_plan(_args(tmp_path, "--parallel", "2"))
+    with pytest.raises(ValueError, match="DEV_FREQ >= 1"):
+        build_plan(_args(tmp_path, "--dev-questions", "8", "--dev-freq", "0"))

@@ -323,3 +323,27 @@ def test_the_gate_refuses_a_plan_until_it_is_committed_as_it_stands(tmp_path: Pa
     plan.write_text("# plan, changed after the commit\n")
     assert main(["gate", "--plan", str(plan), "--work", str(tmp_path / "work")]) == 2
     assert main(["gate", "--plan", str(plan), "--work", str(tmp_path / "work"), "--off"]) == 0
+
+
+def test_a_node_without_history_checks_the_plan_against_its_record(tmp_path: Path) -> None:
+    repo = tmp_path / "repo"
+    plan = repo / "plan.md"
+    repo.mkdir()
+    plan.write_text("# plan\n")
+    _git(repo, "init", "-q")
+    _git(repo, "add", "plan.md")
+    _git(repo, "commit", "-qm", "plan")
+    record = tmp_path / "record.json"
+    assert main(["gate-record", "--plan", str(plan), "--out", str(record)]) == 0
+    saved = json.loads(record.read_text())
+    hashed = subprocess.run(["git", "-C", str(repo), "hash-object", "plan.md"], capture_output=True, text=True)
+    assert saved["blob"] == hashed.stdout.strip() == gate.blob_id(plan), "git's own blob id, computed without git"
+    node = tmp_path / "node"  # a copy of the tree: the same bytes, no .git
+    node.mkdir()
+    (node / "plan.md").write_bytes(plan.read_bytes())
+    found = gate.check(node / "plan.md", tmp_path / "work", record_path=record)
+    assert found["plan_commit"] == saved["commit"] and found["checked_by"] == str(record)
+    (node / "plan.md").write_text("# plan, edited on the node\n")
+    with pytest.raises(gate.PlanNotCommitted, match="is not the plan committed in"):
+        gate.check(node / "plan.md", tmp_path / "work", record_path=record)
+    assert main(["gate", "--plan", str(node / "plan.md"), "--work", str(tmp_path / "w"), "--record", str(record)]) == 2
