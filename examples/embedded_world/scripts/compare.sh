@@ -479,7 +479,12 @@ for seed in "${seeds[@]}"; do
   mkdir -p "$dir"
   chosen=()
   for arm in "${arms[@]}"; do  # mr_search first: its tokens are the budget of the others
-    if [[ "$BUDGET" == updates ]]; then chosen+=("$arm=$STEPS"); continue; fi  # trained above
+    if [[ "$BUDGET" == updates ]]; then  # trained above; its tokens beside MR-Search's at the same step
+      "$PYTHON" -m mr_search_embedded.compare budget --reference "$dir/mr_search" --run "$dir/$arm" --rows "$ROWS" \
+        --out "$dir/budget_$arm.json" --at-step "$STEPS" >/dev/null || die "the token count of $arm failed (above)"
+      chosen+=("$arm=$STEPS")
+      continue
+    fi
     echo "compare.sh: seed $seed: $arm, ${ARM_FIRST[$arm]} steps ($(date -u +%H:%M:%S) UTC)"
     train "$dir/$arm" "$arm" "${ARM_FIRST[$arm]}" "$seed"
     read -r needed step have < <(match_budget "$dir" "$arm") || die "the token match of $arm failed (above)"

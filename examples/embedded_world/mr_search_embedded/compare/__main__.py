@@ -133,6 +133,7 @@ def _parser() -> argparse.ArgumentParser:
     budget.add_argument("--run", type=Path, required=True, help="the arm's run folder")
     budget.add_argument("--rows", type=_rows, required=True, help="rows per step of both (batch x n)")
     budget.add_argument("--out", type=Path, required=True, help="budget JSON to write")
+    budget.add_argument("--at-step", type=int, default=None, help="BUDGET=updates: the arm evaluated at this step")
     budget.add_argument(
         "--tolerance", type=float, default=0.05, help="no more steps once within this fraction below (default 0.05)"
     )
@@ -234,7 +235,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif args.command == "recompute":
             print(records.render(records.recompute(args.report_dir)))
         elif args.command == "budget":
-            match = match_runs(args.reference, args.rows, args.run, args.rows)
+            match = match_runs(args.reference, args.rows, args.run, args.rows, args.at_step)
             write_match(match, args.out)
             logger.info(
                 "budget %.0f model-written tokens; %d steps run, %d needed, step %d evaluated (ratio %.2f)",

@@ -65,9 +65,30 @@ def match_budget(reference: list[StepRecord], run: list[StepRecord]) -> BudgetMa
     )
 
 
-def match_runs(reference_run: Path, reference_rows: int, run: Path, rows: int) -> BudgetMatch:
-    """``match_budget`` of two ``train_grpo_step.sh`` run folders (rows: questions x trajectories of a step)."""
-    return match_budget(read_steps(reference_run, reference_rows), read_steps(run, rows))
+def tokens_at_step(reference: list[StepRecord], run: list[StepRecord], step: int) -> BudgetMatch:
+    """Equal updates: the arm evaluated at ``step`` whatever its tokens; its ratio to MR-Search's tokens at the same
+    step is the compute-fair reading beside it."""
+    if not any(s.step == step for s in reference) or not any(s.step == step for s in run):
+        raise ValueError(f"tokens_at_step: step {step} is not logged by both runs (train them to it first)")
+    upto = [s for s in reference if s.step <= step]
+    mine = [s for s in run if s.step <= step]
+    return BudgetMatch(
+        reference_steps=step,
+        reference_model_tokens=cumulative_tokens(upto, MEASURE)[-1],
+        reference_response_tokens=cumulative_tokens(upto)[-1],
+        steps_run=run[-1].step,
+        steps_needed=step,
+        step=step,
+        model_tokens=cumulative_tokens(mine, MEASURE)[-1],
+        response_tokens=cumulative_tokens(mine)[-1],
+    )
+
+
+def match_runs(reference_run: Path, reference_rows: int, run: Path, rows: int, at_step: int | None = None) -> BudgetMatch:
+    """``match_budget`` of two ``train_grpo_step.sh`` run folders (rows: questions x trajectories of a step); with
+    ``at_step``, ``tokens_at_step`` (the equal-updates budget)."""
+    reference, mine = read_steps(reference_run, reference_rows), read_steps(run, rows)
+    return match_budget(reference, mine) if at_step is None else tokens_at_step(reference, mine, at_step)
 
 
 def next_steps(match: BudgetMatch, tolerance: float) -> int:

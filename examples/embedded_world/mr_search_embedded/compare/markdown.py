@@ -41,6 +41,34 @@ def final_test_text(comparison: Mapping[str, Any]) -> str:
     )
 
 
+def budget_section(comparison: Mapping[str, Any]) -> list[str]:
+    """The budget's heading, what it matched and its table (equal updates: the tokens beside, not matched)."""
+    tokens = (
+        "Model-written tokens of a step: `mr_search/model_tokens` (what the policy wrote, loss mask 1; passages, "
+        "reflection turns and corrective messages left out). "
+    )
+    sampled = "Sampled tokens (verl's `response_length/mean` x rows: everything after the prompt) are shown, not matched."
+    if comparison["plan"]["budget"].get("kind") == "updates":
+        return [
+            "## Equal updates; model-written tokens beside them",
+            "",
+            tokens + "Every arm trained the plan's steps and its last checkpoint is evaluated (the primary budget); "
+            "the ratio is its tokens / MR-Search's at the same step, the compute-fair reading. " + sampled,
+            "",
+            budget_table(comparison),
+        ]
+    return [
+        "## Equal budgets of model-written tokens",
+        "",
+        tokens + "The budget is the seed's whole MR-Search run; every other arm's checkpoint evaluated is its step "
+        "closest to it (ratio: its tokens / MR-Search's). " + sampled,
+        "",
+        budget_table(comparison),
+        "",
+        tolerance_text(comparison),
+    ]
+
+
 def tolerance_text(comparison: Mapping[str, Any]) -> str:
     """Which arms the step granularity left outside the token tolerance (their ratios are in the tables)."""
     tolerance = float(comparison["plan"]["budget"]["tolerance"])
@@ -203,18 +231,8 @@ def render_report(
     for source in comparison["sources"]:
         if source != AVERAGE:
             parts += [f"### {source}", "", em_table(comparison, source), ""]
+    parts += [*budget_section(comparison), ""]
     parts += [
-        "## Equal budgets of model-written tokens",
-        "",
-        "Model-written tokens of a step: `mr_search/model_tokens` (what the policy wrote, loss mask 1; passages, "
-        "reflection turns and corrective messages left out). The budget is the seed's whole MR-Search run; every "
-        "other arm's checkpoint evaluated is its step closest to it (ratio: its tokens / MR-Search's). Sampled "
-        "tokens (verl's `response_length/mean` x rows: everything after the prompt) are shown, not matched.",
-        "",
-        budget_table(comparison),
-        "",
-        tolerance_text(comparison),
-        "",
         "## Training EM (sampled rollouts, temperature 1), up to the evaluated step",
         "",
         training_table(comparison),
