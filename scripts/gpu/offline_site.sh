@@ -30,6 +30,11 @@ die() { echo "offline_site.sh: $*" >&2; exit 1; }
 case "${1:-}" in
   pack)
     [[ $# == 3 ]] || die "usage: pack WHEELHOUSE OUT_DIR"
+    case "$COMPRESS" in
+      gzip) squeeze=(gzip -1) ;;
+      xz) squeeze=(xz -T0 -3) ;;
+      *) die "COMPRESS=$COMPRESS is not valid; use gzip (the default) or xz" ;;
+    esac
     wheelhouse="$(realpath "$2")" out="$(realpath -m "$3")"
     PYTHON="${PYTHON:-python3}"
     work="$(mktemp -d)"
@@ -43,11 +48,6 @@ case "${1:-}" in
       rm -f "$work/site/sgl_kernel/flash_ops.abi3.so"
       echo "offline_site.sh: left out sgl_kernel/flash_ops.abi3.so (FlashAttention-3; not used with triton attention)"
     fi
-    case "$COMPRESS" in
-      gzip) squeeze=(gzip -1) ;;
-      xz) squeeze=(xz -T0 -3) ;;
-      *) die "COMPRESS=$COMPRESS is not valid; use gzip (the default) or xz" ;;
-    esac
     mkdir -p "$out"
     rm -f "$out"/site.part*
     tar -C "$work" -cf - site | "${squeeze[@]}" | split -b "$PIECE_SIZE" -d -a 2 - "$out/site.part"

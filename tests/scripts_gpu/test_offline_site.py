@@ -6,6 +6,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import io
+import lzma
 import os
 import subprocess
 import sys
@@ -28,8 +29,8 @@ def _script(*args: str | Path, **env: str) -> subprocess.CompletedProcess:
     )
 
 
-def _pieces(out: Path, files: dict[str, str]) -> Path:
-    """A packed set as `pack` writes it (site/... in a gzip tar, in pieces, with the joined sha256), by hand."""
+def _pieces(out: Path, files: dict[str, str], compress: str = "gzip") -> Path:
+    """A packed set as `pack` writes it (site/... in a gzip or xz tar, in pieces, with the joined sha256), by hand."""
     buffer = io.BytesIO()
     with tarfile.open(fileobj=buffer, mode="w") as tar:
         for name, text in files.items():
@@ -37,7 +38,10 @@ def _pieces(out: Path, files: dict[str, str]) -> Path:
             info = tarfile.TarInfo(f"site/{name}")
             info.size = len(data)
             tar.addfile(info, io.BytesIO(data))
-    packed = gzip.compress(buffer.getvalue(), compresslevel=1)
+    if compress == "xz":
+        packed = lzma.compress(buffer.getvalue(), preset=3)
+    else:
+        packed = gzip.compress(buffer.getvalue(), compresslevel=1)
     out.mkdir(parents=True)
     half = len(packed) // 2
     (out / "site.part00").write_bytes(packed[:half])
@@ -133,3 +137,21 @@ def test_wheelhouse_and_pack_share_one_platform_list() -> None:
         text = (REPO / "scripts" / "gpu" / script).read_text()
         assert 'source "$ROOT/scripts/gpu/platforms.sh"' in text and '"${NODE_PLATFORM_ARGS[@]}"' in text, script
         assert "--platform" not in text, f"{script} keeps a platform list of its own"
+
+
+def test_install_reads_xz_pieces_as_well_as_gzip(tmp_path: Path) -> None:
+    pieces = _pieces(tmp_path / "pieces", {"heavy/__init__.py": "", "heavy/models.py": "WIDTH = 3\n"}, "xz")
+    run = _script("install", pieces, tmp_path / "node", COMPILE_BYTECODE="0")
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert (tmp_path / "node" / "site" / "heavy" / "models.py").read_text() == "WIDTH = 3\n"
+    (pieces / "site.part00").write_bytes(b"PK\x03\x04" + (pieces / "site.part00").read_bytes()[4:])
+    (pieces / "site.sha256").unlink()
+    bad = _script("install", pieces, tmp_path / "bad")
+    assert bad.returncode == 1 and "is neither gzip nor xz" in bad.stderr
+
+
+def test_pack_refuses_an_unknown_compression(tmp_path: Path) -> None:
+    (tmp_path / "wh").mkdir()
+    (tmp_path / "wh" / "x-1.0-py3-none-any.whl").write_bytes(b"")
+    run = _script("pack", tmp_path / "wh", tmp_path / "out", COMPRESS="zstd")
+    assert run.returncode == 1 and "COMPRESS=zstd is not valid; use gzip (the default) or xz" in run.stderr
