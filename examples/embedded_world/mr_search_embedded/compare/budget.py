@@ -84,7 +84,9 @@ def tokens_at_step(reference: list[StepRecord], run: list[StepRecord], step: int
     )
 
 
-def match_runs(reference_run: Path, reference_rows: int, run: Path, rows: int, at_step: int | None = None) -> BudgetMatch:
+def match_runs(
+    reference_run: Path, reference_rows: int, run: Path, rows: int, at_step: int | None = None
+) -> BudgetMatch:
     """``match_budget`` of two ``train_grpo_step.sh`` run folders (rows: questions x trajectories of a step); with
     ``at_step``, ``tokens_at_step`` (the equal-updates budget)."""
     reference, mine = read_steps(reference_run, reference_rows), read_steps(run, rows)

@@ -47,7 +47,9 @@ def budget_section(comparison: Mapping[str, Any]) -> list[str]:
         "Model-written tokens of a step: `mr_search/model_tokens` (what the policy wrote, loss mask 1; passages, "
         "reflection turns and corrective messages left out). "
     )
-    sampled = "Sampled tokens (verl's `response_length/mean` x rows: everything after the prompt) are shown, not matched."
+    sampled = (
+        "Sampled tokens (verl's `response_length/mean` x rows: everything after the prompt) are shown, not matched."
+    )
     if comparison["plan"]["budget"].get("kind") == "updates":
         return [
             "## Equal updates; model-written tokens beside them",
