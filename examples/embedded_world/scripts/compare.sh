@@ -296,6 +296,10 @@ knobs=""  # the knobs that are not the defaults lead the command in the report
 [[ -z "$WARM_START" ]] || knobs+="WARM_START=$WARM "
 [[ "$POLICY" == tiny ]] || knobs+="POLICY=$POLICY "
 [[ "$OUTCOME_FEEDBACK" == 0 ]] || knobs+="OUTCOME_FEEDBACK=1 "
+[[ "$ROLLOUT_ENGINE" =~ ^(cpu|hf)$ ]] || knobs+="ROLLOUT_ENGINE=$ROLLOUT_ENGINE "
+[[ "$BUDGET" == tokens ]] || knobs+="BUDGET=$BUDGET PARALLEL_RUNS=$PARALLEL_RUNS "
+((DEV_QUESTIONS == 0)) || knobs+="DEV_QUESTIONS=$DEV_QUESTIONS DEV_FREQ=$DEV_FREQ "
+[[ "$TRAIN_BATCH_SIZE $GROUP_SIZE" == "4 4" ]] || knobs+="TRAIN_BATCH_SIZE=$TRAIN_BATCH_SIZE GROUP_SIZE=$GROUP_SIZE "
 "$PYTHON" - "$WORK_DIR/meta.json" <<PY
 import json, sys
 from datetime import datetime, timezone
