@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import inspect
 import itertools
 import sys
 
@@ -13,7 +11,7 @@ import torch
 from omegaconf import OmegaConf
 from transfer_queue import KVBatchMeta
 from verl.trainer.ppo import core_algos
-from verl.trainer.ppo.v1.trainer_base import PPOTrainer
+from verl.trainer.ppo.v1 import trainer_base
 
 from mr_search.advantage import AdvantageConfig, attempt_advantages
 from mr_search.advantage import register as register_estimator
@@ -25,10 +23,6 @@ from mr_search.trainer.attempt_trainer import (
     episode_config_of,
     retriever_config_of,
 )
-
-# The verl method our _compute_advantage mirrors (verl 0.9.1). If this changes, re-read verl's
-# PPOTrainer._compute_advantage and bring MRSearchTrainer._compute_advantage in line before updating the hash.
-VERL_COMPUTE_ADVANTAGE_SHA256 = "2a4a2aa4a475b228d401959818e0b9019276ce27961c133961de217baa387da7"
 
 # (uid, per-token attempt ids, response mask, attempt rewards, attempt status: 1 complete, 2 truncated)
 TRAJECTORIES = {
@@ -235,11 +229,37 @@ def test_advantage_config_is_read_from_the_mr_search_subtree() -> None:
         advantage_config_of(OmegaConf.create({"mr_search": {"advantage": {"discount": 1.0}}}))
 
 
-def test_verl_advantage_step_is_the_one_mirrored() -> None:
-    source = inspect.getsource(PPOTrainer._compute_advantage)
-    assert hashlib.sha256(source.encode()).hexdigest() == VERL_COMPUTE_ADVANTAGE_SHA256, (
-        "verl's PPOTrainer._compute_advantage changed: re-sync MRSearchTrainer._compute_advantage with it"
-    )
+def test_one_attempt_each_gives_exactly_verls_own_leave_one_out_step(fake_tq, monkeypatch: pytest.MonkeyPatch) -> None:
+    # With one attempt per trajectory the attempt-level advantage is the trajectory's leave-one-out advantage, which
+    # is verl's own rloo estimator: our advantage step (the columns, the alignment, the spread, verl's KL-in-reward and
+    # write-back kept as verl has them) must write what verl's own step writes, field for field.
+    def one_attempt(name: str) -> dict:
+        row = _row(name)
+        reward = float(TRAJECTORIES[name][3][0])
+        row[ATTEMPT_IDS] = torch.zeros_like(row[ATTEMPT_IDS])
+        row[ATTEMPT_REWARDS] = torch.tensor([reward], dtype=torch.float32)
+        row[ATTEMPT_STATUS] = torch.tensor([1], dtype=torch.int64)
+        row["rm_scores"] = torch.zeros_like(row["rm_scores"])
+        row["rm_scores"][-1] = reward
+        return row
+
+    written = {}
+    for estimator in ("mr_search", "rloo"):
+        queue = type(fake_tq)()
+        queue.put_rows({f"key-{name}": one_attempt(name) for name in TRAJECTORIES})
+        keys = [f"key-{name}" for name in TRAJECTORIES]
+        meta = KVBatchMeta(partition_id="train", keys=keys, tags=[{} for _ in keys])
+        trainer = _trainer(queue, adv_estimator=estimator, use_kl_in_reward=True, gamma=1.0, lam=1.0)
+        trainer.config.actor_rollout_ref = {"rollout": {"n": 2}}
+        monkeypatch.setattr(trainer_base, "tq", queue)  # verl's own step reads the module's TransferQueue client
+        trainer.kl_ctrl_in_reward = core_algos.FixedKLController(kl_coef=0.5)
+        trainer._compute_advantage(meta, {})
+        fields = ("advantages", "returns")
+        written[estimator] = {key: {f: row[f].tolist() for f in fields} for key, row in queue.rows.items()}
+    for key, fields in written["rloo"].items():
+        for field, values in fields.items():
+            assert written["mr_search"][key][field] == pytest.approx(values, abs=1e-6), (key, field)
+    assert any(any(v != 0 for v in row["advantages"]) for row in written["rloo"].values()), "a non-trivial batch"
 
 
 def test_uids_arrive_as_an_object_array(fake_tq, batch: KVBatchMeta, monkeypatch: pytest.MonkeyPatch) -> None:
