@@ -148,3 +148,19 @@ def test_the_command_builds_a_known_policy_shape_only() -> None:
             check=True,
         ).stdout
     )
+
+
+def test_the_control_recipe_is_the_default_with_renaming_and_more_retries() -> None:
+    control = warmstart_config(True, "default", "control")
+    default = warmstart_config(True, "default")
+    assert asdict(control) == {
+        **asdict(default),
+        "window_steps": 800,
+        "single_attempt_share": 0.5,
+        "transcripts": {**asdict(default.transcripts), "p_rename": 0.8},
+    }
+    assert warmstart_config(False, "default", "control").transcripts.outcome_feedback is False
+    with pytest.raises(ValueError, match="the control recipe is the default world's"):
+        warmstart_config(True, "threehop", "control")
+    with pytest.raises(ValueError, match="recipe 'best' is not one of world, control"):
+        warmstart_config(True, "default", "best")

@@ -1,5 +1,6 @@
-"""``python -m mr_search_embedded.warmstart [--base DIR | --policy NAME] [--outcome-feedback] [--device D]``: builds
-(or finds) the warm-started policy of the world ``$MR_SEARCH_WORLD`` names and prints its dir."""
+"""``python -m mr_search_embedded.warmstart [--base DIR | --policy NAME] [--outcome-feedback] [--recipe R]
+[--device D]``: builds (or finds) the warm-started policy of the world ``$MR_SEARCH_WORLD`` names and prints its
+dir."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import logging
 from pathlib import Path
 
 from mr_search_embedded.tiny_model import POLICY_SHAPES, ensure_tiny_model, policy_shape
-from mr_search_embedded.warmstart.train import ensure_warmstart, warmstart_config
+from mr_search_embedded.warmstart.train import RECIPES, ensure_warmstart, warmstart_config
 from mr_search_embedded.world.variant import world_variant
 
 
@@ -36,6 +37,13 @@ def main() -> None:
         " for training with mr_search.episode.outcome_feedback=true",
     )
     parser.add_argument(
+        "--recipe",
+        default="world",
+        choices=RECIPES,
+        help="world (default): the world's own warm start; control: the default world's positive-control recipe "
+        "(renamed entities, half the transcripts three attempts long; train.control_warmstart_config)",
+    )
+    parser.add_argument(
         "--device",
         default="cpu",
         choices=("cpu", "cuda", "auto"),
@@ -44,7 +52,7 @@ def main() -> None:
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
     try:
-        config = warmstart_config(args.outcome_feedback, world_variant())
+        config = warmstart_config(args.outcome_feedback, world_variant(), args.recipe)
     except ValueError as error:
         parser.error(str(error))
     base = args.base if args.base is not None else ensure_tiny_model(config=policy_shape(args.policy))
