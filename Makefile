@@ -68,7 +68,7 @@ gpu-check:
 test: export MR_SEARCH_WARMSTART_SCALE ?= 0.3
 test: setup
 	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m ruff check .
-	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q --timeout=900 -n 2 --dist loadgroup --durations=10 tests
+	PATH="$(abspath $(VENV))/bin:$$PATH" $(PY) -m pytest -q --timeout=900 -n 2 --dist loadgroup --durations=10 tests examples/embedded_world/tests
 
 # The part of the suite that touches verl (registration, the agent loop's token path, the trainer mode, the advantage
 # entry, the CPU backend's guards) against another verl: VERL_WHEEL=path/to/verl-*.whl, a wheel built beforehand from a

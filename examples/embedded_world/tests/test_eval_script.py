@@ -14,7 +14,7 @@ import pytest
 
 from mr_search_embedded.tiny_model import ensure_tiny_model
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def _free_port() -> int:

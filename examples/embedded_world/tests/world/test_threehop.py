@@ -72,7 +72,7 @@ def test_every_prompt_fits_the_embedded_preset(tmp_path: Path, monkeypatch: pyte
     monkeypatch.setenv("MR_SEARCH_CACHE", str(tmp_path))
     monkeypatch.setenv("MR_SEARCH_WORLD", "threehop")
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
-    config = Path(__file__).resolve().parents[3] / "configs" / "mr_search_embedded.yaml"
+    config = Path(__file__).resolve().parents[4] / "configs" / "mr_search_embedded.yaml"
     limit = yaml.safe_load(config.read_text())["data"]["max_prompt_length"]
     frame = pd.read_parquet(ensure_embedded_parquet().test)
     longest = max(frame.itertuples(), key=lambda row: len(row.extra_info["question"]))

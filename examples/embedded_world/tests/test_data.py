@@ -114,7 +114,7 @@ def test_every_prompt_fits_both_presets_so_the_overlong_filter_drops_none(
     monkeypatch.setenv("MR_SEARCH_CACHE", str(cache))
     monkeypatch.delenv("MR_SEARCH_WORLD", raising=False)
     tokenizer = AutoTokenizer.from_pretrained(ensure_tiny_model())
-    configs = Path(__file__).resolve().parents[2] / "configs"
+    configs = Path(__file__).resolve().parents[3] / "configs"
     limits = [
         yaml.safe_load((configs / name).read_text())["data"]["max_prompt_length"]
         for name in ("mr_search_embedded.yaml", "recipe/paper.yaml")

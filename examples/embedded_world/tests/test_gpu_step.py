@@ -12,7 +12,7 @@ from hydra import compose, initialize_config_dir
 
 from mr_search_embedded import gpu_step
 
-CONFIG_DIR = Path(__file__).resolve().parents[2] / "configs"
+CONFIG_DIR = Path(__file__).resolve().parents[3] / "configs"
 
 
 def _compose(overrides: tuple[str, ...]):

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 SCRIPT = ROOT / "examples" / "embedded_world" / "scripts" / "compare.sh"
 # Knobs a test passes itself, never the caller's shell.
 OWN = (

@@ -14,7 +14,7 @@ from mr_search_embedded.compare.plan import read_plan, write_plan
 from mr_search_embedded.compare.plan_cli import add_plan_arguments, build_plan, plan_from_arguments
 from mr_search_embedded.compare.walltime import ASSUMED, Timings, plan_wall_time, timings_from_comparison
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 def _args(tmp_path: Path, *extra: str) -> argparse.Namespace:
