@@ -102,6 +102,8 @@ OVERLAP_EVAL="${OVERLAP_EVAL:-1}"        # 1: a seed's evaluation (one thread) r
                                        # (which leaves a core of 2 idle); 0: one thing at a time
 OUTCOME_FEEDBACK="${OUTCOME_FEEDBACK:-0}"  # 1: the reflection turns say whether the previous answer was right
                                        # (MAGE-style; paper: 0) in the warm start, every training and evaluation
+WARMSTART_RECIPE="${WARMSTART_RECIPE:-world}"  # world: the world's own warm start; control: the default world's
+                                       # positive-control recipe (python -m mr_search_embedded.warmstart --recipe)
 WARM_START="${WARM_START:-}"             # an HF model dir to start every arm from (e.g. a warm start built on a GPU:
                                        # python -m mr_search_embedded.warmstart --device cuda); empty: built here, cached
 REFLECTION_QUESTION="${REFLECTION_QUESTION:-}"  # 1: the reflection turns end with the question's line (paper: 0), in
@@ -147,6 +149,10 @@ fi
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OVERLAP_EVAL" =~ ^[01]$ ]] || die "OVERLAP_EVAL=$OVERLAP_EVAL is not valid; use 1 (default) or 0"
 [[ "$PLAN_GATE" =~ ^[01]$ ]] || die "PLAN_GATE=$PLAN_GATE is not valid; use 1 (the plan committed first) or 0 (no test)"
+[[ "$WARMSTART_RECIPE" =~ ^(world|control)$ ]] \
+  || die "WARMSTART_RECIPE=$WARMSTART_RECIPE is not valid; use world (the world's own) or control"
+[[ "$WARMSTART_RECIPE" == world || -z "$WARM_START" ]] \
+  || die "WARMSTART_RECIPE=$WARMSTART_RECIPE and WARM_START=$WARM_START both name a warm start; give one"
 [[ "$OUTCOME_FEEDBACK" =~ ^[01]$ ]] || die "OUTCOME_FEEDBACK=$OUTCOME_FEEDBACK is not valid; use 0 (paper) or 1"
 [[ -z "$WARM_START" || -f "$WARM_START/config.json" ]] \
   || die "WARM_START=$WARM_START holds no HF model (config.json); give a warm start's folder or leave it empty"
@@ -190,7 +196,7 @@ plan_args=(--arms "$ARMS" --attempts "$ATTEMPTS" --turns "$TURNS" --seeds "${see
   --max-new-tokens "$MAX_NEW_TOKENS" --max-information-tokens "$MAX_INFO_TOKENS" --world "$MR_SEARCH_WORLD"
   --policy "$POLICY" --aim-minutes "$TIME_AIM_MIN" --overlap "$OVERLAP_EVAL" --budget "$BUDGET"
   --dev-questions "$DEV_QUESTIONS" --dev-freq "$DEV_FREQ" --parallel "$PARALLEL_RUNS" --engine "$ROLLOUT_ENGINE"
-  --positive-control "$OUTCOME_FEEDBACK" --mini-batch "$MINI_BATCH")
+  --positive-control "$OUTCOME_FEEDBACK" --mini-batch "$MINI_BATCH" --warmstart-recipe "$WARMSTART_RECIPE")
 [[ -z "$TIMINGS" ]] || plan_args+=(--timings "$TIMINGS")
 echo "compare.sh: arms $ARMS; seeds ${seeds[*]}; world $MR_SEARCH_WORLD, policy $POLICY;" \
   "outcome feedback $([[ $OUTCOME_FEEDBACK == 1 ]] && echo "on (MAGE-style)" || echo "off (paper)")"
@@ -251,7 +257,8 @@ if [[ -n "$WARM_START" ]]; then
   echo "compare.sh: starting from the given warm start $WARM"
 else
   echo "compare.sh: preparing the warm-started tiny policy (first run: a few minutes, then cached)"
-  WARM="$("$PYTHON" -m mr_search_embedded.warmstart --policy "$POLICY" "${feedback_flag[@]}" | tail -n 1)"
+  WARM="$("$PYTHON" -m mr_search_embedded.warmstart --policy "$POLICY" "${feedback_flag[@]}" \
+    --recipe "$WARMSTART_RECIPE" | tail -n 1)"
 fi
 # The reflection turns the warm start was trained with (the namesake world's restate the question): training and
 # evaluation use the same, and a REFLECTION_QUESTION that contradicts it stops here.
@@ -294,6 +301,7 @@ fi
 knobs=""  # the knobs that are not the defaults lead the command in the report
 [[ "$MR_SEARCH_WORLD" == default ]] || knobs+="MR_SEARCH_WORLD=$MR_SEARCH_WORLD "
 [[ -z "$WARM_START" ]] || knobs+="WARM_START=$WARM "
+[[ "$WARMSTART_RECIPE" == world ]] || knobs+="WARMSTART_RECIPE=$WARMSTART_RECIPE "
 [[ "$POLICY" == tiny ]] || knobs+="POLICY=$POLICY "
 [[ "$OUTCOME_FEEDBACK" == 0 ]] || knobs+="OUTCOME_FEEDBACK=1 "
 [[ "$ROLLOUT_ENGINE" =~ ^(cpu|hf)$ ]] || knobs+="ROLLOUT_ENGINE=$ROLLOUT_ENGINE "

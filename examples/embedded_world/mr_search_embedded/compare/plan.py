@@ -67,6 +67,7 @@ class Plan:
     engine: str = ""  # the rollout engine (cpu, hf, sglang, vllm); empty in a dry run that names none
     positive_control: bool = False  # outcome feedback: cross-attempt credit is the route to reward by construction
     mini_batch: int = 0  # questions per optimizer update; 0: the batch (one update a step)
+    warmstart_recipe: str = "world"  # the warm start every arm starts from (python -m mr_search_embedded.warmstart)
     written: str = field(default_factory=lambda: datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"))
     resamples: int = RESAMPLES
     bootstrap_seed: int = SEED
@@ -77,7 +78,9 @@ class Plan:
         return self.baseline_steps
 
     def as_dict(self) -> dict[str, Any]:
+        recipe = {} if self.warmstart_recipe == "world" else {"warmstart_recipe": self.warmstart_recipe}
         return {
+            **recipe,
             "written": self.written,
             "world": self.world,
             "policy": self.policy,
@@ -205,7 +208,7 @@ def render_plan(plan: Plan) -> str:
         f"- **Metric**: {metric_text(plan)}.",
         f"- **Comparison**: {comparison_text(plan)}.",
         f"- **Pass rule**: {pass_rule_text(plan)}.",
-        f"- **Arms** (one warm start; batch {plan.batch} questions x n = {plan.group}, "
+        f"- **Arms** ({_warm_text(plan)}; batch {plan.batch} questions x n = {plan.group}, "
         f"{plan.batch // (plan.mini_batch or plan.batch)} optimizer update(s) a step, lr {plan.lr}, the mr_search "
         "estimator: leave-one-out, no std):",
     ]
@@ -247,6 +250,15 @@ def render_plan(plan: Plan) -> str:
         )
     lines.append("")
     return "\n".join(lines)
+
+
+def _warm_text(plan: Plan) -> str:
+    if plan.warmstart_recipe == "world":
+        return "one warm start"
+    return (
+        f"one warm start, the `{plan.warmstart_recipe}` recipe: `python -m mr_search_embedded.warmstart --recipe "
+        f"{plan.warmstart_recipe}`"
+    )
 
 
 def _validation_text(plan: Plan) -> str:

@@ -43,6 +43,7 @@ def add_plan_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--parallel", type=int, default=1, help="PARALLEL_RUNS: training runs at once")
     parser.add_argument("--engine", default="", help="ROLLOUT_ENGINE as resolved")
     parser.add_argument("--positive-control", type=int, choices=(0, 1), default=0, help="OUTCOME_FEEDBACK")
+    parser.add_argument("--warmstart-recipe", default="world", help="WARMSTART_RECIPE: world or control")
     parser.add_argument("--mini-batch", type=int, default=None, help="MINI_BATCH: questions an update")
     for split in ("train", "dev", "test"):
         parser.add_argument(f"--{split}", type=Path, default=None, help=f"the {split} parquet (absent: a dry run)")
@@ -143,6 +144,7 @@ def build_plan(args: argparse.Namespace) -> Plan:
         engine=args.engine,
         positive_control=bool(args.positive_control),
         mini_batch=args.mini_batch or args.batch,
+        warmstart_recipe=args.warmstart_recipe,
     )
 
 

@@ -28,6 +28,8 @@ OWN = (
     "UNTIL_STEP",
     "DEV_QUESTIONS",
     "MINI_BATCH",
+    "WARMSTART_RECIPE",
+    "WARM_START",
 )
 
 
@@ -140,6 +142,7 @@ def test_one_name_per_knob_and_retired_knobs_are_named(tmp_path: Path, env: dict
         ({"MINI_BATCH": "3"}, "MINI_BATCH=3 does not divide TRAIN_BATCH_SIZE=4"),
         ({"DEV_QUESTIONS": "some"}, "DEV_QUESTIONS=some is not valid"),
         ({"PARALLEL_RUNS": "2"}, "--parallel=2 needs --budget updates"),
+        ({"WARMSTART_RECIPE": "best"}, "WARMSTART_RECIPE=best is not valid; use world (the world's own) or control"),
     ],
 )
 def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:

@@ -168,3 +168,10 @@ def test_runs_side_by_side_need_the_equal_updates_budget(tmp_path: Path) -> None
         build_plan(_args(tmp_path, "--parallel", "2"))
     with pytest.raises(ValueError, match="DEV_FREQ >= 1"):
         build_plan(_args(tmp_path, "--dev-questions", "8", "--dev-freq", "0"))
+
+
+def test_a_warm_start_recipe_is_named_in_the_plan_and_the_default_adds_nothing(tmp_path: Path) -> None:
+    text = plan_from_arguments(_args(tmp_path, "--warmstart-recipe", "control"))
+    assert "one warm start, the `control` recipe: `python -m mr_search_embedded.warmstart --recipe control`" in text
+    assert build_plan(_args(tmp_path, "--warmstart-recipe", "control")).as_dict()["warmstart_recipe"] == "control"
+    assert "warmstart_recipe" not in build_plan(_args(tmp_path)).as_dict(), "plans written before it still match"
