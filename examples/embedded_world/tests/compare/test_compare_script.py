@@ -151,12 +151,37 @@ def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str
     assert message in result.stderr
 
 
-def test_the_script_is_read_whole_before_it_runs() -> None:
+def test_an_edit_to_the_script_while_it_runs_does_not_change_the_running_one(tmp_path: Path) -> None:
     # bash reads a plain script as it goes: an edit during an hour-long comparison shifted the bytes under the running
-    # one and stopped it with a syntax error. Inside one brace group ending in exit, bash parses everything first.
-    lines = SCRIPT.read_text(encoding="utf-8").splitlines()
-    start = lines.index("set -euo pipefail")
-    assert lines[start + 1 :].count("{") == 1 and lines[-2:] == ["exit", "}"]
-    body = [line for line in lines[start + 1 :] if line and not line.startswith("#")]
-    assert body[0] == "{", "nothing but comments between set -euo pipefail and the group"
-    assert subprocess.run(["bash", "-n", str(SCRIPT)], check=False).returncode == 0
+    # one and stopped it with a syntax error. A copy of the script, cut in half and ended with `exit 7` by the first
+    # Python call it makes, must still run to the end as it was when it started.
+    tree = tmp_path / "tree"
+    (tree / "examples" / "embedded_world" / "scripts").mkdir(parents=True)
+    (tree / "scripts").symlink_to(ROOT / "scripts")
+    (tree / "reports").mkdir()
+    copy = tree / "examples" / "embedded_world" / "scripts" / "compare.sh"
+    copy.write_text(SCRIPT.read_text(encoding="utf-8"), encoding="utf-8")
+    python = tmp_path / "python"
+    python.write_text(
+        "#!/usr/bin/env bash\n"
+        f"if [[ ! -e {tmp_path}/edited ]]; then touch {tmp_path}/edited\n"
+        f"  head -c $(( $(wc -c <{copy}) / 2 )) {copy} >{tmp_path}/half && printf '\\nexit 7\\n' >>{tmp_path}/half\n"
+        f"  cat {tmp_path}/half >{copy}; fi\n"
+        f'exec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+    inherited = {k: v for k, v in os.environ.items() if k not in OWN}
+    # A real start (not a dry run): its first Python call reads the arms, and the run goes on past the cut to the plan
+    # gate, which stops it because the plan is in no git repository.
+    env = {
+        **inherited,
+        "PYTHON": str(python),
+        "MR_SEARCH_CACHE": str(tmp_path / "cache"),
+        "WORK_DIR": str(tmp_path / "work"),
+        "REPORT_DIR": str(tmp_path / "report"),
+    }
+    result = subprocess.run(["bash", str(copy)], env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert (tmp_path / "edited").exists() and "exit 7" in copy.read_text(), "the script was edited under the run"
+    assert result.returncode not in (0, 7), result.stderr
+    assert "the plan gate stopped the run" in result.stderr, result.stderr[-2000:]
+
