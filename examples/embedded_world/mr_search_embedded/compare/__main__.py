@@ -77,16 +77,21 @@ def write_report(work: Path, out: Path, rows: int, note: str = "") -> Path:
 
 
 def _repo_path(path: Path) -> str:
-    """``path`` relative to its git checkout's root where it is in one (the path a reader finds it at), else as is."""
+    """``path`` relative to its git checkout's root where it is in one (the path a reader finds it at), else relative
+    to the checkout this module runs from (a GPU node's copy of the tree has no git history), else as is."""
     import subprocess
 
     top = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"], capture_output=True,
                          text=True, check=False).stdout.strip()
-    if top:
+    checkout = Path(__file__).resolve().parents[4]
+    roots = [Path(top)] if top else []
+    if (checkout / "examples" / "embedded_world" / "pyproject.toml").is_file():
+        roots.append(checkout)
+    for root in roots:
         try:
-            return str(path.resolve().relative_to(Path(top).resolve()))
+            return str(path.resolve().relative_to(root.resolve()))
         except ValueError:
-            pass
+            continue
     return str(path)
 
 

@@ -347,3 +347,14 @@ def test_a_node_without_history_checks_the_plan_against_its_record(tmp_path: Pat
     with pytest.raises(gate.PlanNotCommitted, match="is not the plan committed in"):
         gate.check(node / "plan.md", tmp_path / "work", record_path=record)
     assert main(["gate", "--plan", str(node / "plan.md"), "--work", str(tmp_path / "w"), "--record", str(record)]) == 2
+
+
+def test_the_records_path_is_the_checkouts_even_without_git(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    from mr_search_embedded.compare import __main__ as cli
+
+    root = Path(cli.__file__).resolve().parents[4]
+    inside = root / "reports" / "comparison" / "x" / "records.jsonl.xz"
+    no_git = subprocess.CompletedProcess([], 128, stdout="", stderr="not a git repository")
+    monkeypatch.setattr(subprocess, "run", lambda *a, **k: no_git)
+    assert cli._repo_path(inside) == "reports/comparison/x/records.jsonl.xz"
+    assert cli._repo_path(tmp_path / "records.jsonl.xz") == str(tmp_path / "records.jsonl.xz")
