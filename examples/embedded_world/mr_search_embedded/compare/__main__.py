@@ -17,6 +17,8 @@ python -m mr_search_embedded.compare gate --plan REPORT_DIR/plan.md --work WORK 
     exits 2 unless the plan is committed as it stands (gate.py); writes WORK/gate.json
 python -m mr_search_embedded.compare launch --work WORK --what NAME
     appends a launch and its UTC time to WORK/launches.jsonl
+python -m mr_search_embedded.compare piece-pack --work WORK --out DIR | piece-unpack --pieces DIR --work WORK
+    a work folder's resumable state (each run's metrics, log and last checkpoint) as archives, and back
 python -m mr_search_embedded.compare recompute REPORT_DIR
     prints the final-answer test and the interval over seeds recomputed from REPORT_DIR/records.jsonl.xz alone
 """
@@ -32,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from mr_search.eval.question_cap import QuestionCap, parse_max_questions, recorded
-from mr_search_embedded.compare import curves, gate, records
+from mr_search_embedded.compare import curves, gate, piece, records
 from mr_search_embedded.compare.arms import build_arms, parse_arms
 from mr_search_embedded.compare.budget import match_runs, next_steps, write_match
 from mr_search_embedded.compare.history import append_history, history_entry
@@ -165,6 +167,12 @@ def _parser() -> argparse.ArgumentParser:
     sliced.add_argument("--dev", type=Path, required=True, help="the dev parquet")
     sliced.add_argument("--per-source", type=int, required=True)
     sliced.add_argument("--out", type=Path, required=True)
+    packed = sub.add_parser("piece-pack", help="a work folder's resumable state as archives (runs' last checkpoints)")
+    packed.add_argument("--work", type=Path, required=True)
+    packed.add_argument("--out", type=Path, required=True, help="folder to write the archives to")
+    unpacked = sub.add_parser("piece-unpack", help="the archives of piece-pack back into a work folder")
+    unpacked.add_argument("--pieces", type=Path, required=True, help="the folder piece-pack wrote")
+    unpacked.add_argument("--work", type=Path, required=True)
     drawn = sub.add_parser("curves", help="dev_curves.json and .png of a work folder's runs")
     drawn.add_argument("--work", type=Path, required=True)
     drawn.add_argument("--out", type=Path, required=True, help="folder to write them to")
@@ -222,6 +230,12 @@ def main(argv: Sequence[str] | None = None) -> int:
             saved = gate.record(args.plan)
             args.out.write_text(json.dumps(saved, indent=1) + "\n", encoding="utf-8")
             print(f"plan {saved['plan']}: commit {saved['commit']} at {saved['committed_at']}, blob {saved['blob']}")
+        elif args.command == "piece-pack":
+            for path in piece.pack(args.work, args.out):
+                print(f"{path} ({path.stat().st_size / 1e6:.1f} MB)")
+        elif args.command == "piece-unpack":
+            runs = piece.unpack(args.pieces, args.work)
+            print(f"restored into {args.work}: {', '.join(runs) or 'no run with a checkpoint'}")
         elif args.command == "curves":
             path = curves.write_curves(args.work, args.out)
             print(f"dev curves: {path}" if path else f"dev curves: no run in {args.work} logged a dev point")
