@@ -76,6 +76,11 @@ def read_metrics(run_dir: Path) -> dict[int, Mapping[str, Any]]:
     return steps
 
 
+def training_steps(run_dir: Path) -> dict[int, Mapping[str, Any]]:
+    """``read_metrics`` less the lines that are no training step (a validation pass alone logs no step time)."""
+    return {step: data for step, data in read_metrics(run_dir).items() if STEP_TIME in data}
+
+
 def is_validation_only(data: Mapping[str, Any]) -> bool:
     """A line of validation figures alone (verl's pass before a launch's first step): no training step."""
     return bool(data) and all(key.startswith("val-") for key in data)

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mr_search.runlog.training_log import read_metrics
+from mr_search.runlog.training_log import training_steps
 
 MAX_TOKENS: Final = 32768  # tokens of one dynamic micro-batch: ~36 of the lab's meta-episodes
 PROFILES: Final[dict[str, tuple[str, ...]]] = {
@@ -69,7 +69,7 @@ class StepSplit:
 
 def step_split(run_dir: Path, skip_first: int = 1) -> StepSplit:
     """The step split of one ``train_grpo_step.sh`` run folder."""
-    metrics = {s: d for s, d in read_metrics(Path(run_dir)).items() if "timing_s/step" in d}  # training steps
+    metrics = training_steps(Path(run_dir))
     steps = sorted(metrics)[skip_first:]
     if not steps:
         raise ValueError(f"{run_dir}: {len(metrics)} step(s) logged; the split needs more than {skip_first}")

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Final
 
-from mr_search.runlog.training_log import MODEL_TOKENS, read_metrics
+from mr_search.runlog.training_log import MODEL_TOKENS, read_metrics, training_steps
 
 VAL_EM_RE: Final = re.compile(r"val-(?:core|aux)/(?P<source>[^/]+)/em_at_(?P<k>\d+)/mean@\d+")
 CURVES_JSON: Final = "dev_curves.json"
@@ -40,10 +40,9 @@ def dev_slice(dev: Path, per_source: int, out: Path) -> int:
 def logged_steps(run: Path) -> int:
     """Training steps logged by a run folder so far (0 before its first)."""
     try:
-        metrics = read_metrics(Path(run))
+        return len(training_steps(Path(run)))
     except FileNotFoundError:
         return 0
-    return sum(1 for data in metrics.values() if "timing_s/step" in data)
 
 
 def run_curve(run: Path) -> dict[str, Any]:
