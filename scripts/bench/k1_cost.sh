@@ -1,13 +1,13 @@
 #!/usr/bin/env bash
 # MR-Search's training step against the K = 1 step at equal sampled tokens: two train_grpo_step.sh runs back to back
 # with the same knobs (engine, GPUs, preset, model, data, group size) but K, then their seconds per 1,000 sampled
-# tokens by phase and the verdict against 1.05 (python -m mr_search.bench.k1_cost).
+# tokens by phase and the verdict against 1.05 (python scripts/bench/k1_cost.py).
 #
 #   TRAIN_BATCH_SIZE=6 PPO_MINI_BATCH_SIZE=6 [K=3] [TOTAL_STEPS=4] bash scripts/bench/k1_cost.sh [trainer overrides...]
 #
 # Everything else train_grpo_step.sh reads (PRESET, MODEL_PATH, ROLLOUT_ENGINE, N_GPUS_PER_NODE, TRAIN_FILE, ...)
 # passes to both runs unchanged, and so do the overrides given here. The K = 1 run's batch: K1_TRAIN_BATCH_SIZE
-# (and K1_PPO_MINI_BATCH_SIZE) when set, else `python -m mr_search.bench.k1_batch` on the MR-Search run: its
+# (and K1_PPO_MINI_BATCH_SIZE) when set, else `python scripts/bench/k1_batch.py` on the MR-Search run: its
 # questions x (model-written tokens / attempt 1's), rounded to the same number of updates a step and to mini-batches
 # of a multiple of N_GPUS_PER_NODE x NNODES questions (give N_GPUS_PER_NODE on a multi-GPU machine). Both runs skip
 # checkpoints, validation and rollout dumps (not the method's cost); the first step of each is left out (start-up).
@@ -52,10 +52,10 @@ run() {  # NAME ATTEMPTS BATCH MINI [overrides...]
 
 run mr_search "$K" "$TRAIN_BATCH_SIZE" "$PPO_MINI_BATCH_SIZE" "$@"
 if [[ -z "$K1_TRAIN_BATCH_SIZE" ]]; then
-  read -r K1_TRAIN_BATCH_SIZE K1_PPO_MINI_BATCH_SIZE < <("$PYTHON" -m mr_search.bench.k1_batch "$BENCH_DIR/mr_search" \
-    --train-batch-size "$TRAIN_BATCH_SIZE" --ppo-mini-batch-size "$PPO_MINI_BATCH_SIZE" \
+  read -r K1_TRAIN_BATCH_SIZE K1_PPO_MINI_BATCH_SIZE < <("$PYTHON" "$ROOT/scripts/bench/k1_batch.py" \
+    "$BENCH_DIR/mr_search" --train-batch-size "$TRAIN_BATCH_SIZE" --ppo-mini-batch-size "$PPO_MINI_BATCH_SIZE" \
     --multiple "$((${N_GPUS_PER_NODE:-1} * ${NNODES:-1}))") \
     || die "no K = 1 batch from $BENCH_DIR/mr_search (above); set K1_TRAIN_BATCH_SIZE"
 fi
 run k1 1 "$K1_TRAIN_BATCH_SIZE" "$K1_PPO_MINI_BATCH_SIZE" "$@"
-"$PYTHON" -m mr_search.bench.k1_cost "$BENCH_DIR/mr_search" "$BENCH_DIR/k1" | tee "$BENCH_DIR/k1_cost.txt"
+"$PYTHON" "$ROOT/scripts/bench/k1_cost.py" "$BENCH_DIR/mr_search" "$BENCH_DIR/k1" | tee "$BENCH_DIR/k1_cost.txt"

@@ -15,7 +15,7 @@ import pytest
 from mr_search import prompts
 from mr_search.agent.retrieval_client import SearchOutcome
 
-BENCH = Path(__file__).resolve().parents[3] / "scripts" / "bench"
+BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench"
 
 
 def _bench() -> ModuleType:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -10,8 +11,13 @@ from pathlib import Path
 
 import pytest
 
-from mr_search.bench import k1_batch, k1_cost, step_cost
 from mr_search.runlog.training_log import logged_rows, read_metrics
+
+BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench"
+sys.path.insert(0, str(BENCH))  # the scripts import each other by their file names, as when run by path
+k1_batch = importlib.import_module("k1_batch")
+k1_cost = importlib.import_module("k1_cost")
+step_cost = importlib.import_module("step_cost")
 
 PROMPT = 100.0
 
@@ -196,15 +202,15 @@ def test_k1_batch_scales_by_attempt_ones_share(runs: tuple[Path, Path]) -> None:
 def test_the_commands_print_and_fail_cleanly(runs: tuple[Path, Path]) -> None:
     mr, k1 = runs
     ok = subprocess.run(
-        [sys.executable, "-m", "mr_search.bench.k1_cost", str(mr), str(k1)], capture_output=True, text=True, check=False
+        [sys.executable, str(BENCH / "k1_cost.py"), str(mr), str(k1)], capture_output=True, text=True, check=False
     )
     assert ok.returncode == 0 and "verdict: MR-Search's step costs 1.074x" in ok.stdout, ok.stderr
     bad = subprocess.run(
-        [sys.executable, "-m", "mr_search.bench.k1_cost", str(k1), str(mr)], capture_output=True, text=True, check=False
+        [sys.executable, str(BENCH / "k1_cost.py"), str(k1), str(mr)], capture_output=True, text=True, check=False
     )
     assert bad.returncode == 2 and bad.stderr.startswith("k1_cost: ") and "Traceback" not in bad.stderr
     batch = subprocess.run(
-        [sys.executable, "-m", "mr_search.bench.k1_batch", str(mr), "--train-batch-size", "6"],
+        [sys.executable, str(BENCH / "k1_batch.py"), str(mr), "--train-batch-size", "6"],
         capture_output=True,
         text=True,
         check=False,
@@ -212,7 +218,7 @@ def test_the_commands_print_and_fail_cleanly(runs: tuple[Path, Path]) -> None:
     assert batch.returncode == 0 and batch.stdout.split() == ["19", "19"], batch.stderr
 
 
-RUNNER = Path(__file__).resolve().parents[3] / "scripts" / "bench" / "k1_cost.sh"
+RUNNER = BENCH / "k1_cost.sh"
 
 
 @pytest.mark.parametrize(

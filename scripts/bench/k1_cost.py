@@ -1,10 +1,10 @@
 """MR-Search's training step against the K = 1 step at equal sampled tokens: seconds per 1,000 sampled tokens.
 
-    python -m mr_search.bench.k1_cost RUN_DIR_K3 RUN_DIR_K1 [--measure response|model] [--target 1.05]
+    python scripts/bench/k1_cost.py RUN_DIR_K3 RUN_DIR_K1 [--measure response|model] [--target 1.05]
 
 Two train_grpo_step.sh run folders, trained with the same engine, GPUs and preset but for K (``ATTEMPTS``) and the
-K = 1 run's batch (``mr_search.bench.k1_batch``; ``scripts/bench/k1_cost.sh`` runs both). Prints each phase's seconds
-per 1,000 sampled tokens for both runs over their steady steps (``mr_search.bench.step_cost``: the first step of
+K = 1 run's batch (``k1_batch.py``; ``k1_cost.sh`` runs both). Prints each phase's seconds
+per 1,000 sampled tokens for both runs over their steady steps (``step_cost.py``: the first step of
 each launch left out), the ratio MR-Search / K = 1, and the verdict of the whole step's ratio against the target
 (1.05: MR-Search at most 5% dearer per sampled token). Sampled tokens: the response tokens (``response``, the default:
 everything after the prompt, as verl counts it) or the tokens the policy wrote (``model``).
@@ -19,8 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from mr_search.bench.step_cost import COLUMNS, STEP, RunCost, run_cost, steady_steps
 from mr_search.runlog.training_log import MEASURES
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from step_cost import COLUMNS, STEP, RunCost, run_cost, steady_steps
 
 TARGET: Final = 1.05
 ATTEMPTS: Final = "mr_search/num_attempts"  # logged by the mr_search estimator at any K
@@ -121,7 +123,7 @@ def report(comparison: Comparison) -> str:
     if abs(comparison.token_ratio - 1.0) > TOKEN_MATCH:
         lines.append(
             f"note: the runs sample {comparison.token_ratio:.2f}x the tokens a step (more than {TOKEN_MATCH:.0%} "
-            "apart): set the K = 1 run's TRAIN_BATCH_SIZE closer (python -m mr_search.bench.k1_batch)"
+            "apart): set the K = 1 run's TRAIN_BATCH_SIZE closer (python scripts/bench/k1_batch.py)"
         )
     verdict = "met" if comparison.met else "missed"
     lines.append(

@@ -1,15 +1,15 @@
 """The K = 1 run's batch that samples about as many tokens a step as MR-Search's run did.
 
-    python -m mr_search.bench.k1_batch RUN_DIR_K3 --train-batch-size 64 [--ppo-mini-batch-size 32]
+    python scripts/bench/k1_batch.py RUN_DIR_K3 --train-batch-size 64 [--ppo-mini-batch-size 32]
     # prints: K1_TRAIN_BATCH_SIZE K1_PPO_MINI_BATCH_SIZE
 
 A K = 1 episode is one attempt, so it samples about what attempt 1 of a MR-Search meta-episode samples (same policy,
-question, turn and token limits). Over the MR-Search run's steady steps (``mr_search.bench.step_cost``), the scale
+question, turn and token limits). Over the MR-Search run's steady steps (``step_cost.py``), the scale
 is its model-written tokens over attempt 1's (``mr_search/model_tokens`` over ``mr_search/attempt_1/trained_tokens``:
 3.0 when every attempt writes as much as the first). The K = 1 run keeps the group size (``rollout.n``) and the
 updates a step (train_batch_size / ppo_mini_batch_size) and takes train_batch_size x scale questions, rounded to a
 whole number of mini-batches of a multiple of ``--multiple`` questions (the GPU count, so that verl splits the rows
-evenly). ``mr_search.bench.k1_cost`` prints how close the two runs' tokens a step came.
+evenly). ``k1_cost.py`` prints how close the two runs' tokens a step came.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ import sys
 from pathlib import Path
 from typing import Final
 
-from mr_search.bench.step_cost import steady_steps
 from mr_search.runlog.training_log import step_record
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from step_cost import steady_steps
 
 FIRST_ATTEMPT: Final = "mr_search/attempt_1/trained_tokens"
 
