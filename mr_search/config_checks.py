@@ -18,16 +18,7 @@ _HINTS = {
 
 
 def check_fields(instance: Any, section: str, choices: Mapping[str, Sequence[str]] | None = None) -> None:
-    """Checks every field of a frozen config dataclass against its annotation; converts whole numbers to float.
-
-    The annotation (``bool``, ``int``, ``float``, ``str``, each optionally ``| None``) decides: a bool must be
-    a real bool (the string ``'false'`` is rejected, not read as true), an int a whole number that is not a bool,
-    a float any finite number that is not a bool (stored as float), a str a string; a field named in ``choices``
-    must be one of its values.
-
-    Raises:
-        ValueError: naming ``section.field``, the value and its type, and what is valid.
-    """
+    """Checks each field of a frozen config dataclass against its annotation (``'false'`` is no bool); ints to float."""
     choices = choices or {}
     for field in fields(instance):
         value = getattr(instance, field.name)
@@ -67,11 +58,7 @@ def _null(optional: bool) -> str:
 
 
 def from_mapping(cls: type[T], config: Any, section: str) -> T:
-    """Builds a config dataclass from its Hydra subtree (a dict or an OmegaConf node); None gives the defaults.
-
-    Raises:
-        ValueError: the subtree is not a mapping, or has unknown keys (the message lists the valid ones).
-    """
+    """Builds a config dataclass from its Hydra subtree (dict or OmegaConf node; None: defaults); unknown keys raise."""
     if config is None:
         return cls()
     if not isinstance(config, Mapping):

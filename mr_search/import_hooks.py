@@ -1,10 +1,6 @@
 """Run a callback once a named module has finished importing (now, if it already has).
 
-verl's plugin entry point runs while ``import verl`` is still in progress, in every process. Importing
-the heavy verl modules we register into (rollout replicas, FSDP engines) from there would add seconds
-to every ``import verl`` and can fail on a half-imported package, so registrations and the CPU
-workarounds attach themselves to those modules instead: the callback runs right after verl itself
-imports the module, before any of verl's code can use it.
+The plugin runs inside ``import verl``: importing verl's heavy modules from there would be slow and can fail.
 """
 
 from __future__ import annotations
@@ -68,12 +64,7 @@ def _run_callbacks(name: str, module: ModuleType) -> None:
 
 
 def when_imported(module_name: str, callback: Callback) -> None:
-    """Calls ``callback(module)`` once ``module_name`` is imported; immediately if it already is.
-
-    Args:
-        module_name: dotted name of the module to watch.
-        callback: receives the fully executed module; runs once.
-    """
+    """Calls ``callback(module)`` once ``module_name`` is imported; immediately if it already is."""
     with _lock:
         module = sys.modules.get(module_name)
         if module is None or getattr(getattr(module, "__spec__", None), "_initializing", False):

@@ -1,10 +1,4 @@
-"""verl plugin entry point: importing this module registers MR-Search's parts in verl's registries.
-
-verl loads every ``verl.plugins`` entry point on ``import verl`` (Ray workers included) and logs a
-failing plugin only at DEBUG level, so ``tests/mr_search/test_plugin.py`` asserts that each name
-below really is registered. Each part registers itself in its own ``register()``; the list is
-the single place that says what the plugin contributes.
-"""
+"""verl plugin entry point: importing this module registers MR-Search's parts in verl's registries."""
 
 from __future__ import annotations
 
@@ -13,8 +7,7 @@ import logging
 
 logger = logging.getLogger(__name__)
 
-# Modules exposing ``register() -> None``; each must be idempotent (a retried plugin import must
-# not raise "already registered").
+# Modules exposing an idempotent ``register() -> None`` (a retried plugin import must not raise).
 _PARTS: tuple[str, ...] = (
     "mr_search.cpu",
     "mr_search.advantage",

@@ -5,9 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
-# Search-R1's tag protocol (docs/method.md#the-meta-episode) in the project's own words. The example answer is a
-# place-holder that no question of the embedded world has as its answer; scoring never reads the
-# prompt, only what the model wrote.
+# Search-R1's tag protocol (docs/method.md#the-meta-episode); the example answer is no embedded question's answer.
 QUESTION_TEMPLATE: Final = (
     "Answer the given question. Think step by step inside <think> and </think> every time you get new "
     "information. If you lack some knowledge, call the search engine with <search> query </search>; it "
@@ -16,8 +14,7 @@ QUESTION_TEMPLATE: Final = (
     "explanation, for example <answer> Paris </answer>.\nQuestion: {question}\n"
 )
 
-# The between-attempts user turn (docs/method.md#reflection). The paper does not tell the model whether its answer
-# was right; ``reflection_prompt(feedback=...)`` adds that (MAGE-style) only when asked.
+# The between-attempts user turn (docs/method.md#reflection); correctness feedback (MAGE) only when asked.
 REFLECTION_PROMPT: Final = (
     "Reflect on your previous attempt: check your reasoning, your searches and your answer. Then try "
     "again: search more if needed and give an improved final answer inside <answer> and </answer>."
@@ -48,9 +45,7 @@ def _question_text(question: str) -> str:
 def reflection_prompt(
     feedback: bool | None = None, template: str = REFLECTION_PROMPT, question: str | None = None
 ) -> str:
-    """Returns the reflection turn; ``feedback`` True/False prefixes the previous answer's correctness;
-    ``question`` (``mr_search.episode.reflection_restates_question``; paper: off) ends it with the question's line as
-    the first user turn writes it ("Question: ...")."""
+    """The reflection turn, optionally with the previous answer's correctness and the question's line."""
     text = template if feedback is None else (FEEDBACK_RIGHT if feedback else FEEDBACK_WRONG) + template
     if question is None:
         return text
@@ -79,12 +74,7 @@ def _split_contents(doc: Mapping[str, Any]) -> tuple[str, str]:
 
 
 def format_passages(docs: Iterable[Mapping[str, Any]]) -> str:
-    """Formats retrieved documents Search-R1's way: one ``Doc i(Title: t) text`` line per passage.
-
-    Args:
-        docs: items of one query's ``/retrieve`` result: either ``{"document": {...}, "score": s}`` or
-            the document object itself, whose ``contents`` hold the title on the first line.
-    """
+    """Search-R1's layout of one query's ``/retrieve`` items: a ``Doc i(Title: t) text`` line per passage."""
     lines = []
     for index, item in enumerate(docs, start=1):
         doc = item.get("document", item) if isinstance(item, Mapping) else {}

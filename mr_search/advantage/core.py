@@ -1,7 +1,4 @@
-"""Pure, vectorized attempt-level advantage: per-attempt group baseline, discount, spread to tokens.
-
-The formula and a worked example: docs/method.md#the-attempt-level-advantage.
-"""
+"""Pure, vectorized attempt-level advantage (formula and worked example: docs/method.md#the-attempt-level-advantage)."""
 
 from __future__ import annotations
 
@@ -17,16 +14,7 @@ GroupIds = torch.Tensor | np.ndarray | Sequence[str] | Sequence[int]
 
 
 def group_codes(group_ids: GroupIds, num_rows: int, device: torch.device | None = None) -> tuple[torch.Tensor, int]:
-    """Maps each row's group id (verl ``uid``) to a dense code in ``[0, G)``.
-
-    Args:
-        group_ids: ``[B]`` integer tensor, numpy array (object array of uid strings included) or sequence.
-        num_rows: B, the number of rows the ids must cover.
-        device: where the codes go.
-
-    Returns:
-        codes: int64 ``[B]``; the number of distinct groups G.
-    """
+    """Dense int64 codes in ``[0, G)`` for each row's group id (verl ``uid``), and G."""
     if isinstance(group_ids, torch.Tensor):
         if group_ids.dtype.is_floating_point or group_ids.dtype.is_complex or group_ids.dtype == torch.bool:
             raise ValueError(f"group_ids must be an integer tensor or a sequence of uids, got dtype {group_ids.dtype}")
@@ -99,37 +87,10 @@ def attempt_advantages(
     shaping: float = 0.0,
     outcome_only: bool = False,
 ) -> torch.Tensor:
-    """Attempt-level advantages of the multi-turn GRPO estimator, vectorized over groups
-    (docs/method.md#the-attempt-level-advantage).
+    """Attempt-level advantages ``[B, K]`` of the multi-turn GRPO estimator (docs/method.md).
 
-    For trajectory i of a group (the n samples of one question) and attempt index s:
-
-    1. shaping (optional): ``r_s <- r_s + shaping * (r_s - r_{s-1})`` where attempt s-1 is present (else no term);
-    2. baseline per attempt index over the group's trajectories where attempt s is present:
-       ``loo``: ``r~_{i,s} = r_{i,s} - mean_{j != i} r_{j,s}``; ``grpo``: ``r~_{i,s} = r_{i,s} - mean_j r_{j,s}``,
-       divided by ``(std_j r_{j,s} + epsilon)`` (unbiased std) when ``std_normalize``;
-       ``r~ = 0`` when fewer than two trajectories have attempt s or their rewards are all equal;
-    3. discount: ``A_{i,s} = sum_{s' >= s} gamma^(s'-s) r~_{i,s'}`` (absent later attempts add 0);
-    4. absent attempts get ``A = 0``.
-
-    With ``outcome_only`` the steps 2-3 run on one column instead: each trajectory's final outcome, the (shaped)
-    reward of its last present attempt, baselined across the group's trajectories that have any attempt; every
-    present attempt of the trajectory gets that one value (gamma plays no part).
-
-    Args:
-        rewards: float ``[B, K]``, the reward of each attempt of each row (ignored where absent).
-        present: bool ``[B, K]``, True where the attempt took place.
-        group_ids: ``[B]`` group of each row: an integer tensor, or uid strings (a list or numpy object array).
-            Rows are grouped by id, never by position.
-        gamma: discount over later attempts, in [0, 1].
-        baseline: ``"loo"`` or ``"grpo"``.
-        std_normalize: divide by the group std (``grpo`` only).
-        epsilon: added to the std.
-        shaping: improvement-shaping weight g.
-        outcome_only: credit every attempt with the final outcome's advantage.
-
-    Returns:
-        float ``[B, K]`` advantages (dtype of ``rewards``; float32 when rewards are integers).
+    Per attempt index over a group's present attempts: optional shaping, the ``loo`` or ``grpo`` baseline (0 when alone
+    or all equal), then the discounted sum over later attempts; absent attempts get 0. Rows group by id, not position.
     """
     if rewards.dim() != 2:
         raise ValueError(f"rewards must be [B, K], got shape {tuple(rewards.shape)}")
@@ -173,13 +134,7 @@ def attempt_advantages(
 
 
 def _discounted_sums(relative: torch.Tensor, gamma: float) -> torch.Tensor:
-    """``A[b, s] = sum_{s' >= s} gamma^(s'-s) relative[b, s']`` in float64, exactly 0 where the terms cancel.
-
-    A sum whose value lies within its own rounding-error bound (a few ulps of the sum of the terms' magnitudes)
-    is mathematically 0 for the rewards this estimator sees (sums of a few rationals): it is set to 0 instead of
-    leaving a +-1e-8 residue that float32 would keep, that the actor would train on and that
-    ``adv_nonzero_frac`` would count.
-    """
+    """``sum_{s' >= s} gamma^(s'-s) relative[:, s']`` in float64; 0 within rounding error (else trained on)."""
     num_attempts = relative.shape[1]
     values = relative.to(torch.float64)
     steps = torch.arange(num_attempts, device=relative.device)
@@ -195,19 +150,7 @@ def _discounted_sums(relative: torch.Tensor, gamma: float) -> torch.Tensor:
 
 
 def spread_to_tokens(advantages: torch.Tensor, attempt_ids: torch.Tensor, response_mask: torch.Tensor) -> torch.Tensor:
-    """Gives each response token the advantage of the attempt it belongs to.
-
-    Args:
-        advantages: float ``[B, K]`` attempt advantages.
-        attempt_ids: int ``[B, T]`` attempt index of each response token; -1 marks padding.
-        response_mask: ``[B, T]`` 0/1 (or bool), 1 on trained (model-written) tokens.
-
-    Returns:
-        float ``[B, T]``: ``advantages[b, attempt_ids[b, t]] * response_mask[b, t]``, 0 on padding.
-
-    Raises:
-        ValueError: an attempt id lies outside ``-1..K-1``.
-    """
+    """Each response token's attempt advantage times its mask; 0 on padding (id -1), ValueError outside ``-1..K-1``."""
     if (
         attempt_ids.shape != response_mask.shape
         or attempt_ids.dim() != 2

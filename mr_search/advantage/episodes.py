@@ -11,29 +11,14 @@ from mr_search.advantage.core import GroupIds, group_codes
 
 @dataclass(frozen=True)
 class EpisodeRows:
-    """Which rows belong to which meta-episode.
-
-    Attributes:
-        first: int64 ``[E]`` the first row of each meta-episode, in order of first appearance.
-        of_row: int64 ``[B]`` the meta-episode (``0..E-1``) of each row.
-    """
+    """``first``: int64 ``[E]`` first row of each meta-episode, in order of appearance; ``of_row``: int64 ``[B]``."""
 
     first: torch.Tensor
     of_row: torch.Tensor
 
 
 def episode_rows(group_ids: GroupIds, episode_ids: torch.Tensor | None, num_rows: int) -> EpisodeRows:
-    """Groups rows into meta-episodes by (group id, episode id).
-
-    Args:
-        group_ids: ``[B]`` group (verl ``uid``) of each row.
-        episode_ids: int ``[B]`` meta-episode id of each row, unique within its group (``mr_search.contract``
-            ``EPISODE_ID``); None: every row is a meta-episode of its own.
-        num_rows: B.
-
-    Returns:
-        The rows' ``EpisodeRows``.
-    """
+    """Groups rows into meta-episodes by (group id, episode id); ``episode_ids`` None: one meta-episode per row."""
     rows = torch.arange(num_rows, dtype=torch.int64)
     if episode_ids is None:
         return EpisodeRows(first=rows, of_row=rows)
@@ -52,11 +37,7 @@ def episode_rows(group_ids: GroupIds, episode_ids: torch.Tensor | None, num_rows
 
 
 def check_same_attempts(rows: EpisodeRows, rewards: torch.Tensor, status: torch.Tensor) -> None:
-    """Raises unless every row of a meta-episode carries the meta-episode's rewards and statuses.
-
-    Raises:
-        ValueError: naming a row that disagrees with its meta-episode's first row.
-    """
+    """Raises ValueError unless every row of a meta-episode carries the meta-episode's rewards and statuses."""
     for name, values in (("rewards", rewards), ("statuses", status)):
         differ = (values != values.index_select(0, rows.first.index_select(0, rows.of_row).to(values.device))).any(1)
         if bool(differ.any()):

@@ -34,34 +34,7 @@ def compute_mr_search_advantage(
     per_attempt: torch.Tensor | None = None,
     **_: Any,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """verl advantage estimator: per-attempt credit spread over each attempt's tokens.
-
-    verl's own ``compute_advantage`` passes only the first four arguments; the MR-Search trainer
-    (``trainer.v1.trainer_mode=mr_search``) also passes the per-attempt columns of ``mr_search.contract``.
-    Called without them (verl's own trainer) it raises instead of guessing: treating each row as one attempt
-    would silently train outcome-only credit on meta-episodes.
-
-    Args:
-        token_level_rewards: float ``[B, T]``; gives the dtype of the result.
-        response_mask: ``[B, T]``, 1 on trained tokens.
-        index: ``[B]`` group id (verl ``uid``) of each row.
-        config: an ``AdvantageConfig``; anything else (verl's algorithm config) means the paper defaults.
-        attempt_ids: int ``[B, T]`` attempt of each token, -1 on padding.
-        attempt_rewards: float ``[B, K]`` reward of each attempt.
-        attempt_status: int ``[B, K]`` ``mr_search.contract.AttemptStatus`` of each attempt.
-        episode_ids: int ``[B]`` meta-episode of each row (unique within its group); rows with the same group and
-            episode id are one meta-episode trained as several rows, counted once in the baseline. None: one row
-            per meta-episode.
-        per_attempt: float ``[B, K]`` the attempt advantages when the caller has already computed them with
-            ``per_attempt_advantages`` (the MR-Search trainer, which also logs them); only spread over the tokens
-            then. None: computed here from ``attempt_rewards`` and ``attempt_status``.
-
-    Returns:
-        ``(advantages, returns)``, both float ``[B, T]`` and equal (outcome estimators have no critic).
-
-    Raises:
-        ValueError: no group index, or the per-attempt columns are missing.
-    """
+    """verl estimator: per-attempt credit spread over each attempt's tokens; raises without the contract's columns."""
     if index is None:
         raise ValueError("the mr_search estimator needs the group index (verl passes data.non_tensor_batch['uid'])")
     options = config if isinstance(config, AdvantageConfig) else AdvantageConfig()
@@ -84,16 +57,7 @@ def per_attempt_advantages(
     options: AdvantageConfig,
     episode_ids: torch.Tensor | None = None,
 ) -> torch.Tensor:
-    """``attempt_advantages`` over the credited attempts (``credited_attempts``), options from an
-    ``AdvantageConfig``: ``[B, K]`` rewards and statuses -> ``[B, K]`` advantages.
-
-    With ``episode_ids`` (``[B]``), the rows of one meta-episode (same group and id) must carry the same rewards and
-    statuses; the advantages are computed over one row per meta-episode, so the baseline counts it once, and each
-    of its rows gets them.
-
-    Raises:
-        ValueError: rows of one meta-episode disagree on its rewards or statuses.
-    """
+    """``attempt_advantages`` over the credited attempts, each meta-episode (``episode_ids``) counted once."""
     if episode_ids is not None:
         rows = episode_rows(index, episode_ids, rewards.shape[0])
         check_same_attempts(rows, rewards, status)
@@ -117,7 +81,6 @@ def per_attempt_advantages(
 
 
 def _take(index: GroupIds, rows: torch.Tensor) -> GroupIds:
-    """The group ids of the given rows."""
     if isinstance(index, torch.Tensor):
         return index.reshape(-1).index_select(0, rows.to(index.device))
     return np.asarray(index, dtype=object).reshape(-1)[rows.numpy()]

@@ -11,25 +11,7 @@ from mr_search.contract import AttemptStatus
 def credited_attempts(
     rewards: torch.Tensor, status: torch.Tensor, truncated: str = "absent"
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Turns per-attempt rewards and statuses into the rewards and presence mask the advantage works on.
-
-    * ``COMPLETE``: present with its own reward.
-    * ``TRUNCATED`` (cut mid-way or never started for lack of budget; one rule for both): ``truncated="absent"``
-      leaves it out (no reward, no part in its column's baseline, nothing flows back to earlier attempts);
-      ``"zero"`` counts it as present with reward 0.
-    * ``CARRIED`` (skipped by the early stop after a correct attempt): present with the reward of the attempt
-      before it (the correct one, or a carried copy of it), so stopping early never earns less than solving and
-      going on solving.
-    * ``ABSENT``: left out.
-
-    Args:
-        rewards: float ``[B, K]`` per-attempt rewards as the rollout scored them.
-        status: int ``[B, K]`` ``AttemptStatus`` codes.
-        truncated: ``"absent"`` or ``"zero"``.
-
-    Returns:
-        ``(rewards, present)``: float ``[B, K]`` (0 where not present) and bool ``[B, K]``.
-    """
+    """Statuses -> ``(rewards, present)``; ``CARRIED`` takes the previous reward: stopping early never earns less."""
     if truncated not in TRUNCATED_MODES:
         raise ValueError(f"truncated={truncated!r} is not valid; choose one of {list(TRUNCATED_MODES)}")
     if status.shape != rewards.shape:
