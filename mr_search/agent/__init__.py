@@ -1,8 +1,4 @@
-"""The meta-episode agent loop (``mr_search``): K search attempts with reflection turns in one context.
-
-``mr_search.agent.loop.MRSearchAgentLoop`` is the verl agent loop; importing this package stays light
-(the loop module imports verl's agent-loop machinery).
-"""
+"""The meta-episode agent loop (``mr_search``); this package stays light, ``.loop`` imports verl."""
 
 from __future__ import annotations
 

@@ -45,10 +45,7 @@ def _finish_reason(output: Any) -> str | None:
 
 
 def _encoder_for(tokenizer: Any, chat_template_kwargs: dict[str, Any]) -> EnvEncoder:
-    """One ``EnvEncoder`` per tokenizer and template arguments: verl builds an agent-loop object per trajectory.
-
-    The arguments are part of the key: Qwen3's ``enable_thinking=false`` changes the reflection turn's closing tokens.
-    """
+    """One ``EnvEncoder`` per tokenizer and template arguments (Qwen3's ``enable_thinking`` changes the turns)."""
     key = (id(tokenizer), repr(sorted((chat_template_kwargs or {}).items())))
     cached = _ENCODERS.get(key)
     if cached is None or cached[0] is not tokenizer:
@@ -58,17 +55,7 @@ def _encoder_for(tokenizer: Any, chat_template_kwargs: dict[str, Any]) -> EnvEnc
 
 
 class MRSearchAgentLoop(AgentLoopBase):
-    """verl agent loop for MR-Search meta-episodes (docs/method.md#the-meta-episode).
-
-    Settings come from the trainer config's ``mr_search.episode``, ``mr_search.reward`` and
-    ``mr_search.retriever`` subtrees (defaults: the paper's). Tests and evaluation may pass the
-    collaborators directly.
-
-    Args:
-        retrieval_client: anything with ``async search(query, topk) -> SearchOutcome``; default: the
-            shared aiohttp client of this event loop for ``mr_search.retriever``.
-        episode_config / reward_config: override the trainer config's subtrees.
-    """
+    """verl agent loop for MR-Search meta-episodes; tests and evaluation may pass its collaborators."""
 
     def __init__(
         self,
@@ -96,7 +83,6 @@ class MRSearchAgentLoop(AgentLoopBase):
             Phase.REFLECTING: self._reflect,
         }
 
-    # ----------------------------------------------------------------------------------- set-up
     def _context_limit(self) -> int:
         if self.episode.max_context_tokens is not None:
             return self.episode.max_context_tokens
@@ -115,9 +101,7 @@ class MRSearchAgentLoop(AgentLoopBase):
         ids = list(single_token_stops(self.tokenizer, STOP_STRINGS)) if self.episode.stop_token_ids else []
         keep = {"no_stop_trim": True} if style == "sglang" else {"include_stop_str_in_output": True}
         if len(ids) == len(STOP_STRINGS):
-            # Every tag is one token: the engine's core stops at it, with no detokenized text to search every step
-            # (SGLang decodes each request's tail in its scheduler loop for stop strings; vLLM's front end finds
-            # them a step or more after the core sampled the tag).
+            # Every tag is one token: the engine's core stops at it, with no detokenized text to search each step.
             return {"stop_token_ids": ids, **keep}
         if style == "sglang" and self.rollout_config.get("skip_tokenizer_init", False):
             if not _warned_sglang:
@@ -137,15 +121,10 @@ class MRSearchAgentLoop(AgentLoopBase):
             self._retrieval_client = shared_client(self.retriever_config)
         return self._retrieval_client
 
-    # ------------------------------------------------------------------------------------- run
     async def run(
         self, sampling_params: dict[str, Any], **kwargs: Any
     ) -> MRSearchAgentLoopOutput | list[MRSearchAgentLoopOutput]:
-        """verl's entry point: the meta-episode's training rows, on-policy (``mr_search.agent.segments``).
-
-        One sequence when every turn saw the whole context (``context=full`` within ``max_context_tokens``);
-        else one row per context the engine saw, which verl's V1 worker stores as ``{uid}_{session}_{i}``.
-        """
+        """verl's entry point: the meta-episode's training rows, one per context the engine saw."""
         state, output = await self._play(sampling_params, **kwargs)
         return training_rows(output, state.segments)
 
@@ -199,7 +178,6 @@ class MRSearchAgentLoop(AgentLoopBase):
             raise ValueError(f"row field {ROW_ATTEMPTS}={given!r} must be an integer >= 1 (this row's K)")
         return int(given)
 
-    # -------------------------------------------------------------------------------- handlers
     async def _generate(self, state: EpisodeState, sampling_params: dict[str, Any]) -> Phase:
         """One model turn: generate, cut after the first closing tag, append with mask 1."""
         transcript = state.transcript
@@ -253,12 +231,7 @@ class MRSearchAgentLoop(AgentLoopBase):
         return Phase.ACTING
 
     async def _act(self, state: EpisodeState, sampling_params: dict[str, Any]) -> Phase:
-        """Answer ends the attempt; a search gets passages; anything else gets the corrective note.
-
-        On the attempt's last turn neither runs: the attempt has no turn left to read passages or act on a note,
-        so it ends without an answer (every attempt gets the same search budget; the next attempt starts from
-        the reflection turn, not from passages an earlier attempt could not use).
-        """
+        """Answer ends the attempt; a search gets passages, else a note (not on the last turn: same search budget)."""
         attempt, action = state.current, state.action
         assert action is not None
         if action.kind is ActionKind.ANSWER:
@@ -316,14 +289,8 @@ class MRSearchAgentLoop(AgentLoopBase):
         state.env_turns += 1
         return Phase.GENERATING
 
-    # --------------------------------------------------------------------------------- helpers
     def _generation_context(self, state: EpisodeState, max_new: int) -> tuple[list[int], int, int]:
-        """What the model sees: the whole context, or (short-context option / over the limit) the question
-        plus the newest tokens; the question is never dropped.
-
-        Returns:
-            (context ids, response position the context continues from after the question, max new tokens).
-        """
+        """(context ids, response position it continues from, max new tokens); the question is never cut."""
         transcript = state.transcript
         start = 0
         if self.episode.context == "previous_attempt" and len(state.attempts) >= 2:
@@ -353,13 +320,7 @@ class MRSearchAgentLoop(AgentLoopBase):
         return Phase.DONE
 
     def _stopped_at_tag(self, output: Any, ids: list[int], max_new: int) -> bool:
-        """Whether the engine ended the turn on a stop string (so a missing closing tag was trimmed by it).
-
-        The engine's own finish reason decides where it gives one: SGLang reports ``stop`` / ``length`` /
-        ``abort`` as verl's ``stop_reason``, the CPU backend puts it in ``extra_fields["finish_reason"]``. verl's
-        vLLM server folds stop and length into ``completed``; then (or with no reason) a turn shorter than its
-        token limit stopped on a string. A turn that ends with a special token (eos) was ended by the model.
-        """
+        """Whether the engine stopped on a stop string (trimming the tag); vLLM's ``completed`` means stop or length."""
         if ids[-1] in self.env.end_ids:
             return False  # the model ended its turn itself
         reason = _finish_reason(output)
@@ -413,8 +374,7 @@ class MRSearchAgentLoop(AgentLoopBase):
             attempt_rewards=rewards,
             attempt_status=[int(code) for code in status],
             episode_id=int(state.request_id[:15], 16),
-            # verl's own reward slot holds the final attempt's reward (the outcome); the advantage
-            # reads the per-attempt columns.
+            # verl's reward slot: the outcome; the advantage reads the per-attempt columns.
             reward_score=final_reward,
             num_turns=1 + state.model_turns + state.env_turns,
             metrics=AgentLoopMetrics(**timing),

@@ -42,13 +42,7 @@ class MRSearchAgentLoopOutput(AgentLoopOutput):
 
 
 def attempt_statuses(state: EpisodeState, attempts: int, length: int) -> list[AttemptStatus]:
-    """How each of the K attempts ended (``mr_search.contract.AttemptStatus``).
-
-    An attempt that ran is ``COMPLETE`` unless the response budget cut it (``TRUNCATED``; also when its first
-    token lies past the kept ``length``). The attempts after the last one that ran are ``TRUNCATED`` when the
-    budget ended the meta-episode (no room for the reflection turn, or the last attempt was cut), ``CARRIED``
-    after an early stop on a correct attempt, else ``ABSENT``.
-    """
+    """How each of the K attempts ended (``mr_search.contract.AttemptStatus``)."""
     status = [AttemptStatus.ABSENT] * attempts
     for record in state.attempts:
         cut = record.truncated or record.start >= length
@@ -66,13 +60,7 @@ def attempt_statuses(state: EpisodeState, attempts: int, length: int) -> list[At
 
 
 def episode_metrics(state: EpisodeState, attempts: int) -> dict[str, float]:
-    """Per-trajectory scalars (verl averages ``reward_extra_info`` per data source in validation).
-
-    ``em_at_k`` / ``f1_at_k`` / ``searches_at_k`` for k = 1..K (0 for attempts that never ran; after an early
-    stop the correct attempt's EM and F1 carry to the attempts it skipped, as its answer stands),
-    ``reflection_gain`` = EM at K minus EM at 1, ``invalid_turns``, ``search_failures``,
-    ``truncated`` (1 when the response budget ended the meta-episode early), ``attempts_present``.
-    """
+    """Per-trajectory scalars (``em_at_k``, ``f1_at_k``, ``searches_at_k``, ``reflection_gain``, counts)."""
     records = {record.index: record for record in state.attempts}
     metrics: dict[str, float] = {}
     carried = state.attempts[-1] if state.stopped_early and state.attempts else None
@@ -101,16 +89,7 @@ def aggregate_metrics(per_trajectory: list[dict[str, float]], prefix: str = "mr_
 def training_rows(
     output: MRSearchAgentLoopOutput, segments: list[ContextSegment]
 ) -> MRSearchAgentLoopOutput | list[MRSearchAgentLoopOutput]:
-    """The training rows of a meta-episode: ``output`` itself when every turn saw the whole context, else one row
-    per segment (``mr_search.agent.segments``).
-
-    Args:
-        output: the whole meta-episode as one sequence (what evaluation reads).
-        segments: the segments of its model turns, in order (``note_turn``); the first starts at position 0.
-
-    Returns:
-        ``output`` unchanged for one segment with the whole context; else the list of rows, in order.
-    """
+    """``output`` itself when every turn saw the whole context, else one training row per segment."""
     length = len(output.response_ids)
     kept = [segment for segment in segments if segment.first < length]
     if len(kept) <= 1 and all(segment.context_start == 0 for segment in kept):

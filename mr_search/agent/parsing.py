@@ -36,13 +36,7 @@ def first_close(text: str) -> tuple[int, str] | None:
 
 
 def cut_after_close(token_ids: Sequence[int], decode: Callable[[Sequence[int]], str]) -> tuple[int | None, str]:
-    """Finds where a turn ends: (how many leading tokens end with the first closing tag, their text).
-
-    Returns ``(None, text of all tokens)`` when the turn has no closing tag. Backends may stop exactly
-    at the tag, drop it, or (SGLang without a tokenizer) run past it; the loop keeps the shortest token
-    prefix whose text contains the first closing tag, and drops the rest. A token that both finishes
-    the tag and carries more text is kept whole: model tokens are never split.
-    """
+    """(leading tokens ending with the first closing tag, their text), else (None, text); never splits a token."""
     text = decode(token_ids)
     close = first_close(text)
     if close is None:
@@ -60,8 +54,7 @@ def cut_after_close(token_ids: Sequence[int], decode: Callable[[Sequence[int]], 
 
 
 def unclosed_tag(text: str) -> str | None:
-    """The closing tag a turn still needs when it ends inside ``<search>`` or ``<answer>`` (a backend that
-    trims stop strings leaves that), else None."""
+    """The closing tag a turn still needs when it ends inside ``<search>`` or ``<answer>``, else None."""
     for opener, closer in ((SEARCH_OPEN, SEARCH_CLOSE), (ANSWER_OPEN, ANSWER_CLOSE)):
         start = text.rfind(opener)
         if start >= 0 and closer not in text[start:]:
@@ -72,12 +65,7 @@ def unclosed_tag(text: str) -> str | None:
 
 
 def parse_turn(text: str) -> TurnAction:
-    """Reads the action of one (already cut) model turn.
-
-    The turn's first closing tag decides: ``</search>`` with a non-blank query after the last
-    ``<search>`` before it is a search; ``</answer>`` after an ``<answer>`` is an answer (possibly
-    empty). Anything else (no tag, a closing tag without its opener, a blank query) is invalid.
-    """
+    """The action of one (already cut) model turn, decided by its first closing tag and the opener before it."""
     close = first_close(text)
     if close is None:
         return TurnAction(ActionKind.INVALID)

@@ -22,13 +22,7 @@ def _register_into(agent_loop_module: ModuleType) -> None:
 
 
 def register() -> None:
-    """Makes ``actor_rollout_ref.rollout.agent.default_agent_loop=mr_search`` work; idempotent.
-
-    The entry is written right after verl imports its agent-loop module (at once if it already has),
-    through verl's public ``register`` decorator. ``import verl`` thus stays fast and never imports
-    the agent-loop machinery while verl itself is half-imported (docs/cpu-backend.md#what-it-registers); every
-    process that builds agent-loop workers imports that module, so the name is there when needed.
-    """
+    """Makes ``default_agent_loop=mr_search`` work once verl imports its agent-loop module; idempotent."""
     from mr_search.import_hooks import when_imported
 
     when_imported(AGENT_LOOP_MODULE, _register_into)

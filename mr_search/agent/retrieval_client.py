@@ -19,23 +19,7 @@ logger = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class RetrieverConfig:
-    """Where and how the rollout calls the retrieval service (the ``mr_search.retriever`` subtree).
-
-    Attributes:
-        url: the ``/retrieve`` endpoint.
-        timeout_s: limit for one HTTP call (connect + answer).
-        max_retries: extra tries after the first one for refused connections, timeouts, 5xx, 429 and
-            malformed answers; other 4xx answers fail at once (retrying cannot fix the request).
-        backoff_s: first wait between tries; doubles each try (with jitter), capped by ``backoff_max_s``.
-            A 429's ``Retry-After`` is honoured up to the cap.
-        backoff_max_s: the longest wait between tries.
-        max_connections: size of the shared connection pool.
-        return_scores: ask for scores; True by default because the reference server answers 500
-            when it is False.
-        max_failure_rate: the share of a training step's searches that may still fail after the retries; past
-            it the trainer stops the run, naming the URL and the last error (1.0 never stops). Failed searches
-            below it are trained on like any turn (the observation tells the model the search failed).
-    """
+    """Where and how the rollout calls the retrieval service; keys in ``configs/recipe/paper.yaml``."""
 
     url: str = "http://127.0.0.1:8000/retrieve"
     timeout_s: float = 30.0
@@ -108,15 +92,7 @@ def _parse_result(payload: Any, n_queries: int) -> list[list[dict[str, Any]]]:
 
 
 class RetrievalClient:
-    """Calls ``/retrieve`` with one pooled ``aiohttp`` session per event loop.
-
-    ``search`` never raises (except on cancellation): after the retries it returns an outcome with
-    ``error`` set and counts the failure, so that a flaky service never kills a training step.
-
-    Args:
-        config: the endpoint and the retry policy.
-        sleep: the backoff sleep (tests pass a fake to run without waiting).
-    """
+    """Calls ``/retrieve`` with one pooled session per event loop; ``search`` never raises but on cancellation."""
 
     def __init__(self, config: RetrieverConfig, sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep) -> None:
         self.config = config
@@ -204,8 +180,7 @@ _SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[RetrieverConf
 
 
 def shared_client(config: RetrieverConfig) -> RetrievalClient:
-    """One client per (event loop, config): verl builds an agent-loop object per trajectory, and they
-    must share one connection pool instead of opening a session each."""
+    """One client per (event loop, config): the per-trajectory agent loops share one connection pool."""
     clients = _SHARED.setdefault(asyncio.get_running_loop(), {})
     client = clients.get(config)
     if client is None:

@@ -1,5 +1,4 @@
-"""Token assembly: environment text encoded once (with the chat template's turn boundaries), appended to
-model tokens that are never re-tokenized."""
+"""Token assembly: environment text encoded once, appended to model tokens that are never re-tokenized."""
 
 from __future__ import annotations
 
@@ -12,8 +11,7 @@ _PLACEHOLDERS = ("\x00MR_A\x00", "\x00MR_B\x00", "\x00MR_C\x00")
 
 
 def single_token_stops(tokenizer: Any, stops: Sequence[str]) -> tuple[int, ...]:
-    """Ids of the stop strings that are one token in ``tokenizer`` (an engine can match them by id, without
-    decoding)."""
+    """Ids of the stop strings that are one token in ``tokenizer`` (an engine matches them without decoding)."""
     ids = []
     for stop in stops:
         encoded = tokenizer.encode(stop, add_special_tokens=False)
@@ -23,27 +21,12 @@ def single_token_stops(tokenizer: Any, stops: Sequence[str]) -> tuple[int, ...]:
 
 
 class EnvEncoder:
-    """Encodes environment text for one tokenizer.
-
-    * ``observation`` — passages or a corrective note inside the assistant's stream, Search-R1's
-      layout (``\\n\\n<information>…</information>\\n\\n``), cut to a token budget.
-    * ``user_turn`` — a new user turn (the reflection request): closes the assistant turn, opens a
-      user turn, closes it and opens the next assistant turn, exactly as the chat template renders it.
-
-    Content is encoded with special tokens split, so a passage that contains ``<|im_end|>`` cannot
-    forge a turn boundary; the boundaries themselves come from the template.
-
-    Args:
-        tokenizer: a Hugging Face tokenizer with a chat template.
-        chat_template_kwargs: extra arguments for ``apply_chat_template`` (verl's
-            ``data.apply_chat_template_kwargs``).
-    """
+    """Encodes environment text for one tokenizer, special tokens split: a passage cannot forge a turn boundary."""
 
     def __init__(self, tokenizer: Any, chat_template_kwargs: dict[str, Any] | None = None) -> None:
         self.tokenizer = tokenizer
-        # Splitting special tokens flips a flag on a fast tokenizer's shared Rust object; verl encodes
-        # with the same tokenizer on worker threads, and a concurrent flip raises "Already borrowed" or
-        # encodes with the wrong setting. Content is therefore encoded with a private copy, under a lock.
+        # Splitting special tokens flips a flag on a fast tokenizer's shared Rust object, which verl uses on worker
+        # threads ("Already borrowed"): content is encoded with a private copy, under a lock.
         self._content_tokenizer = copy.deepcopy(tokenizer)
         self._content_lock = threading.Lock()
         a, b, c = _PLACEHOLDERS
@@ -115,11 +98,7 @@ class EnvEncoder:
 
 
 class Transcript:
-    """The growing token sequence of one meta-episode: the prompt, then response tokens with their
-    loss mask, log-probs and attempt index, all kept the same length (append-only, linear cost).
-
-    ``context`` is the prompt followed by the response, one list handed to the generator without copies.
-    """
+    """One meta-episode's tokens: the prompt, then response tokens with mask, log-probs and attempt index."""
 
     def __init__(self, prompt_ids: list[int]) -> None:
         self.prompt_len = len(prompt_ids)

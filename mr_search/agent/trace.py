@@ -1,11 +1,4 @@
-"""An optional record of what the engine sampled and what the loop kept, turn by turn (``mr_search.ops.run_checks``).
-
-Off unless ``MR_SEARCH_TRACE_DIR`` names a folder (``scripts/gpu_check.sh`` sets it). Then every meta-episode appends
-one JSON line to ``<dir>/trace-<host>-<pid>.jsonl``: per model turn the token ids the engine returned, how many the loop
-kept, the closing tokens it added as environment text and the engine's stop reason; per episode the response ids,
-loss mask and attempt ids the loop handed to verl. With these a run proves token-in/token-out and stops at the tags
-from its own output, whatever engine served it.
-"""
+"""Optional per-turn record of what the engine sampled and the loop kept (``MR_SEARCH_TRACE_DIR``; run_checks)."""
 
 from __future__ import annotations
 
