@@ -1,18 +1,4 @@
-"""MR-Search's CPU backend for verl 0.9.x: the ``cpu`` platform, the ``mr_hf`` rollout and the CPU workarounds.
-
-``register()`` (listed in ``mr_search.plugin._PARTS``) registers, in every process that imports verl:
-
-* the platform ``cpu`` with verl's ``PlatformRegistry`` (``mr_search.cpu.platform``); it is used only
-  when ``VERL_PLATFORM=cpu`` selects it;
-* the rollout backend ``mr_hf`` (transformers generation; CPU, or one GPU without SGLang):
-  ``_ROLLOUT_REGISTRY[("mr_hf", "async")]`` -> ``mr_search.cpu.adapter.HFServerAdapter`` (in the
-  trainer workers) and ``RolloutReplicaRegistry.register("mr_hf", ...)`` -> ``mr_search.cpu.replica.HFReplica``
-  (the server); both attach when verl imports the registry module, so ``import verl`` stays fast;
-* the workarounds of ``mr_search.cpu.workarounds``, armed only when ``VERL_PLATFORM=cpu``.
-
-A CPU run needs ``configs/cpu_backend.env`` in its environment and the config group ``configs/engine/cpu.yaml``
-(``+engine=cpu``) among its Hydra overrides (both kept equal to ``mr_search.cpu.workarounds.ENV`` / ``OVERRIDES``).
-"""
+"""MR-Search's CPU backend for verl 0.9.x: the ``cpu`` platform, the ``mr_hf`` rollout, the workarounds."""
 
 from __future__ import annotations
 

@@ -1,11 +1,4 @@
-"""``HFServerAdapter``: the in-worker half of the ``mr_hf`` rollout (``_ROLLOUT_REGISTRY[("mr_hf", "async")]``).
-
-It lives in each FSDP trainer worker. verl's naive weight sync (``engine_workers.update_weights``,
-docs/cpu-backend.md, workaround 9) calls ``resume(["weights"])``, ``update_weights(generator, ...)``,
-``resume(["kv_cache"])``. Every rank drains the generator (``full_tensor()`` is a collective); only
-the replica's first rank ships the tensors, in buckets of
-``rollout.checkpoint_engine.update_weights_bucket_megabytes``, to its server actor.
-"""
+"""``HFServerAdapter``: the in-worker half of the ``mr_hf`` rollout; ships the weights to the server."""
 
 from __future__ import annotations
 
@@ -29,11 +22,7 @@ class HFServerAdapter(BaseRollout):
     """Ships the trainer's weights to the replica's ``HFRolloutServer`` and relays memory calls."""
 
     def __init__(
-        self,
-        config: RolloutConfig,
-        model_config: HFModelConfig,
-        device_mesh: DeviceMesh | None,
-        replica_rank: int = -1,
+        self, config: RolloutConfig, model_config: HFModelConfig, device_mesh: DeviceMesh | None, replica_rank: int = -1
     ) -> None:
         super().__init__(config, model_config, device_mesh)
         rank = int(os.environ.get("RANK", "0"))

@@ -16,12 +16,7 @@ SPECIAL_TOKENS: Final = ("<|endoftext|>", "<|im_start|>", "<|im_end|>")
 
 
 def train_chatml_bpe(texts: Iterable[str], vocab_size: int) -> Any:
-    """Trains a byte-level BPE of ``vocab_size`` on ``texts`` (every byte has a token; deterministic for the same
-    texts).
-
-    Returns:
-        A ``PreTrainedTokenizerFast`` with the ChatML template; eos ``<|im_end|>``, pad ``<|endoftext|>``, no bos.
-    """
+    """A deterministic byte-level BPE of ``texts``, ChatML template, eos ``<|im_end|>``, pad ``<|endoftext|>``."""
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

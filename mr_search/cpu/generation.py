@@ -1,9 +1,6 @@
 """Batched sampling with a transformers causal LM from token ids: the engine of the ``mr_hf`` rollout server.
 
-One call decodes a batch of requests together (left-padded, one KV cache), each with its own sampling
-parameters, and returns per-request token ids, their log-probabilities and why each stopped. Log-probs
-are those of the temperature-scaled distribution before top-k/top-p truncation, which is what verl's
-actor recomputes, so the rollout/trainer mismatch metrics compare like with like.
+Log-probs are of the temperature-scaled distribution before top-k/top-p, as verl's actor recomputes them.
 """
 
 from __future__ import annotations
@@ -112,13 +109,7 @@ class Generation:
 def _sample_rows(
     logits: torch.Tensor, params: Sequence[SamplingParams], generators: Sequence[torch.Generator | None]
 ) -> tuple[list[int], list[float]]:
-    """Picks one token per row of ``logits`` ``[A, V]`` (on the model's device), vectorized over rows.
-
-    Top-k, then top-p on the renormalised top-k distribution (vLLM's order). Rows with a seed draw
-    from their own host generator (reproducible whatever else shares the batch, but a host round trip
-    per row and step: slow on a GPU with a large vocabulary); the others share the device's generator.
-    Returns the tokens and their log-probs under ``softmax(logits / temperature)``.
-    """
+    """One token and its log-prob per row: top-k, then top-p (vLLM's order); seeded rows use their own generator."""
     rows, vocab = logits.shape
     device = logits.device
     greedy = torch.tensor([p.greedy for p in params], device=device)
@@ -163,22 +154,7 @@ def generate_batch(
     decode: Callable[[list[int]], str],
     should_abort: Callable[[], bool] = lambda: False,
 ) -> list[Generation]:
-    """Decodes ``prompts`` together, each with its own sampling parameters.
-
-    Args:
-        model: a transformers causal LM (``forward(input_ids, attention_mask, position_ids, past_key_values,
-            logits_to_keep)``).
-        prompts: ``B`` lists of prompt token ids (non-empty).
-        params: ``B`` sampling parameters.
-        eos_token_ids: ids that end a request (unless its ``ignore_eos``).
-        pad_token_id: id fed for left padding and for finished rows.
-        decode: ids -> text, used for stop strings; a stop string ends the request with the token that
-            completed it included (that token may carry text past the stop string).
-        should_abort: polled before each step; when it turns true, unfinished requests end as "abort".
-
-    Returns:
-        ``B`` generations, in the order of ``prompts``.
-    """
+    """Decodes ``prompts`` together (left-padded, one KV cache), each with its own sampling parameters."""
     if len(prompts) != len(params):
         raise ValueError(f"generate_batch: {len(prompts)} prompts but {len(params)} sampling parameters")
     if any(len(p) == 0 for p in prompts):

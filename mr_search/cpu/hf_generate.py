@@ -1,10 +1,4 @@
-"""Local transformers generation behind verl's server-manager ``generate`` signature (no Ray, no server).
-
-``LocalServerManager`` lets the ``mr_search`` agent loop run in one process, for tests and for
-evaluation: concurrent ``generate`` calls from many meta-episodes are queued and decoded together in
-micro-batches on a worker thread, with the CPU rollout backend's sampler (``mr_search.cpu.generation``),
-so that the event loop (and the retrieval calls on it) keeps running while the model works.
-"""
+"""Local transformers generation behind verl's server-manager ``generate`` signature, off the event loop."""
 
 from __future__ import annotations
 
@@ -12,7 +6,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -31,27 +25,13 @@ def sampling_from_request(tokenizer: Any, params: dict[str, Any], default_max_ne
     extra = single_token_stops(tokenizer, sampling.stop)
     if not extra:
         return sampling
-    return SamplingParams(
-        max_new_tokens=sampling.max_new_tokens,
-        temperature=sampling.temperature,
-        top_p=sampling.top_p,
-        top_k=sampling.top_k,
-        stop=sampling.stop,
-        stop_token_ids=tuple(dict.fromkeys(sampling.stop_token_ids + extra)),
-        ignore_eos=sampling.ignore_eos,
-        seed=sampling.seed,
-    )
+    return replace(sampling, stop_token_ids=tuple(dict.fromkeys(sampling.stop_token_ids + extra)))
 
 
 def generate_turn(
     model: torch.nn.Module, tokenizer: Any, prompt_ids: Sequence[int], sampling_params: dict[str, Any]
 ) -> Generation:
-    """Generates one turn from token ids (synchronously): the sampled ids, their log-probs, why it stopped.
-
-    ``sampling_params`` uses the vLLM/SGLang spellings (``max_tokens``, ``temperature`` (0 = greedy),
-    ``top_p``, ``top_k``, ``stop``, ``logprobs``...). Generation stops at eos, at a stop token id, or
-    right after the token that completes a stop string (kept in the output).
-    """
+    """Generates one turn synchronously from token ids, with vLLM/SGLang-style ``sampling_params``."""
     sampling = sampling_from_request(tokenizer, dict(sampling_params), default_max_new_tokens=1024)
     (generation,) = generate_batch(
         model,
@@ -93,8 +73,7 @@ class PendingTurn:
 async def resolve_batch(
     batch: list[PendingTurn], executor: Executor, generate: Callable[[list[PendingTurn]], list[Generation]]
 ) -> BaseException | None:
-    """Decodes ``batch`` on ``executor`` and hands each waiting caller its result; on failure every caller gets the
-    error (a bad batch fails its own requests, never the loop that batches them). Returns the error, if any."""
+    """Decodes ``batch`` on ``executor``; each caller gets its result or the error, which is returned."""
     try:
         results = await asyncio.get_running_loop().run_in_executor(executor, generate, batch)
     except Exception as error:
@@ -109,16 +88,7 @@ async def resolve_batch(
 
 
 class LocalServerManager:
-    """A server manager with verl's ``generate(request_id, *, prompt_ids, sampling_params, ...)``
-    signature, backed by a local transformers model.
-
-    Args:
-        model: a causal LM (eval mode is set here).
-        tokenizer: its tokenizer (stop strings are decoded with it).
-        max_batch_size: most requests decoded together.
-        default_max_new_tokens: when a request gives neither ``max_tokens`` nor ``max_new_tokens``.
-        global_steps: reported in every output's ``extra_fields`` (verl's trainer reads it).
-    """
+    """A server manager with verl's ``generate`` signature, backed by a local transformers model."""
 
     def __init__(
         self,

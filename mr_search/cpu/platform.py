@@ -1,13 +1,4 @@
-"""verl's CPU platform: a ``PlatformBase`` for machines without accelerators, selected with ``VERL_PLATFORM=cpu``.
-
-verl 0.9.1 registers cuda, npu and rocm only and falls back to "nvidia" when none is detected
-(``verl/plugin/platform/platform_manager.py``). This platform is never auto-detected (so GPU machines
-and other processes keep verl's own choice): it is used only when ``VERL_PLATFORM=cpu`` names it.
-
-Device facts verl reads from it: device "cpu", communication backend "gloo", and Ray's "GPU" resource
-name, because verl's resource pools always ask Ray for GPUs (the run declares logical ones with
-``+ray_kwargs.ray_init.num_gpus=N``; see ``mr_search.cpu.workarounds``).
-"""
+"""verl's CPU platform, never auto-detected: used only when ``VERL_PLATFORM=cpu`` (verl 0.9.1 has none)."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
 """The CPU engine's precision: verl's bf16 where the CPU computes it natively, float32 where torch would emulate it.
 
-``python -m mr_search.cpu.precision`` prints ``bfloat16`` or ``float32``; ``train_grpo_step.sh`` asks it when
-``CPU_DTYPE=auto`` (docs/cpu-backend.md, "Precision"). On Linux the answer comes from the kernel's CPU flags
-(``/proc/cpuinfo``) without importing torch, which costs seconds of CPU at every launch (and every dry run);
-elsewhere torch's own probe answers. Both read the same CPUID bits; a test checks they agree on the machine it runs on.
+Read from ``/proc/cpuinfo`` on Linux: importing torch costs seconds a launch.
 """
 
 from __future__ import annotations
@@ -15,9 +12,7 @@ CPUINFO = Path("/proc/cpuinfo")
 
 
 def linux_cpu_flags(cpuinfo: Path | None = None) -> frozenset[str] | None:
-    """The x86 feature flags the kernel lists for the first CPU (its ``flags`` line); an empty set on a Linux CPU that
-    lists none (e.g. ARM, whose ``Features`` line names no x86 feature); None where ``cpuinfo`` (default:
-    ``CPUINFO``) cannot be read."""
+    """The x86 flags of the first CPU in ``cpuinfo`` (empty where none are listed, e.g. ARM); None if unreadable."""
     try:
         text = (cpuinfo or CPUINFO).read_text(encoding="utf-8", errors="replace")
     except OSError:

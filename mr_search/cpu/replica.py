@@ -1,10 +1,4 @@
-"""``HFReplica``: verl's ``RolloutReplica`` for the ``mr_hf`` backend; launches one server actor per replica.
-
-Registered with ``RolloutReplicaRegistry.register("mr_hf", loader)``; verl's ``LLMServerManager``
-builds one replica per ``tensor_model_parallel_size`` trainer ranks and forwards the lifecycle calls
-(wake_up, sleep, abort_all_requests, resume_generation, clear/release/resume_kv_cache, profiling)
-to ``self.servers``, which the base class implements.
-"""
+"""``HFReplica``: verl's ``RolloutReplica`` for the ``mr_hf`` backend, one server actor per replica."""
 
 from __future__ import annotations
 
@@ -40,11 +34,7 @@ class HFReplica(RolloutReplica):
             )
         env_vars = {var: "1" for var in get_platform().ray_noset_envvars()}
         name = server_actor_name(self.replica_rank, self.name_suffix)
-        options: dict = {
-            "name": name,
-            "max_concurrency": self.max_concurrency,
-            "runtime_env": {"env_vars": env_vars},
-        }
+        options: dict = {"name": name, "max_concurrency": self.max_concurrency, "runtime_env": {"env_vars": env_vars}}
         visible_devices = None
         if self.workers:
             node_id, visible_devices = await _worker_placement(self.workers[0])

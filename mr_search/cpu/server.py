@@ -1,13 +1,6 @@
 """The ``mr_hf`` rollout server: a Ray actor that generates with transformers for verl's agent loops.
 
-verl's ``LLMServerClient`` calls ``generate(prompt_ids, sampling_params, request_id, ...)`` on the
-actor and gets a ``TokenOutput`` (token ids, log-probs, ``extra_fields["global_steps"]`` as an int --
-docs/cpu-backend.md, workaround 10). Concurrent requests are decoded together in micro-batches on one executor
-thread, which also applies weight updates, so a batch never sees half-updated weights. The trainer's
-weights arrive from the in-worker adapter (``mr_search.cpu.adapter``) in buckets:
-``begin_weight_update`` / ``load_weights`` / ``finish_weight_update``. Runs on CPU, or on one GPU when
-CUDA is visible (weights leave the GPU while the server sleeps, so the colocated trainer can use it).
-No HTTP endpoint: OpenAI-style chat clients cannot reach this server, token-in/token-out only.
+One executor thread decodes and applies the weight buckets: no batch sees half-updated weights.
 """
 
 from __future__ import annotations
@@ -34,8 +27,7 @@ logger = logging.getLogger(__name__)
 
 # Upper bound of requests decoded together (also bounded by rollout.max_num_seqs).
 MAX_BATCH: Final = 64
-# How long the first request of a batch waits for companions: agent-loop workers send a step's
-# requests in a burst, a few milliseconds apart.
+# How long a batch's first request waits for companions: a step's requests come a few milliseconds apart.
 BATCH_WAIT_S: Final = 0.02
 _STOP_REASON: Final = {"stop": "completed", "length": "completed", "abort": "aborted"}
 _DTYPES: Final = {"bfloat16": torch.bfloat16, "float16": torch.float16, "float32": torch.float32}
@@ -99,7 +91,6 @@ class HFRolloutServer:
         self._address = f"mr_hf://{ray.util.get_node_ip_address()}/{name}"
         logger.info("mr_hf server %d: %s on %s (%s)", replica_rank, path, self.device, dtype_name)
 
-    # ---- lifecycle -------------------------------------------------------------------------
     async def launch_server(self) -> None:
         """Starts the batching loop (on the actor's event loop)."""
         if self._batcher is None:
@@ -164,7 +155,6 @@ class HFRolloutServer:
     async def set_global_steps(self, global_steps: int) -> None:
         self.global_steps = int(global_steps)
 
-    # ---- weights ---------------------------------------------------------------------------
     def _place_weights(self, device: torch.device) -> None:
         if device.type != self.model.device.type:
             self.model.to(device)
@@ -208,7 +198,6 @@ class HFRolloutServer:
             self.global_steps = int(global_steps)
         logger.info("mr_hf server %d: weights of step %s loaded", self.replica_rank, self.global_steps)
 
-    # ---- generation ------------------------------------------------------------------------
     async def generate(
         self,
         prompt_ids: list[int],

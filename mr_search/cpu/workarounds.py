@@ -1,41 +1,4 @@
-"""The CPU backend's workarounds for gaps in verl 0.9.1 -- the one place MR-Search changes verl's behaviour.
-
-Active only when ``VERL_PLATFORM=cpu`` selects ``mr_search.cpu.platform`` (``install()`` does nothing
-otherwise), applied in every process through ``mr_search.import_hooks`` right after verl imports the
-module concerned. verl's installed files are never edited. Each item below has a test in
-``tests/mr_search/cpu/test_workarounds.py`` that fails when a verl upgrade moves what it works around.
-Numbers are those of docs/cpu-backend.md#workarounds-for-gaps-in-verl.
-
-2. ``initialize_global_process_group_ray`` builds ``f"cpu:gloo,{device}:{backend}"``
-   (``verl/utils/distributed.py``); with device "cpu" torch raises "Duplicate device type cpu".
-   Patched: a missing backend becomes plain ``gloo`` (in ``verl.utils.distributed`` and in
-   ``verl.workers.engine_workers``, which imported the name).
-3. Ray placement always asks for GPUs and 3 CPUs per rank: configuration only, logical resources
-   (``++ray_kwargs.ray_init.num_gpus``, ``ray_kwargs.ray_init.num_cpus``), see ``OVERRIDES``. Never set
-   ``CUDA_VISIBLE_DEVICES=""``: Ray then refuses to start.
-4. The FSDP engines are registered for cuda/npu only (``workers/engine/fsdp/transformer_impl.py``):
-   registered for device "cpu" too (verl's own ``EngineRegistry``; no ``VERL_ENGINE_DEVICE`` needed).
-5. flash-attention is the default attention (``workers/config/model.py``): configuration,
-   ``++actor_rollout_ref.model.override_config.attn_implementation=sdpa``. The critic loader
-   ``load_valuehead_model`` (``utils/model.py``) hard-codes flash-attention: patched to load the
-   token-classification (value) model with sdpa (or eager, if its config names it).
-6. FSDP2 forward-only (reference) models offload with ``CPUOffloadPolicy(pin_memory=True)``, which
-   fails without an accelerator: ``transformer_impl.CPUOffloadPolicy`` becomes an unpinned policy.
-7. FSDP1 cannot run on CPU (``sync_module_states=True``): configuration,
-   ``actor_rollout_ref.actor.strategy=fsdp2`` (the reference follows it) and ``critic.strategy=fsdp2``.
-10. ``TokenOutput.extra_fields["global_steps"]`` must be an int: the ``mr_hf`` server reports 0 before
-   the first weight sync (``mr_search.cpu.server``); verl's ``LLMServerClient`` derives
-   ``min/max_global_steps`` from it.
-12. Start-up cost, not a failure: every process that imports verl's workers imports transformers' generation
-   package, which imports scikit-learn (and with it pandas) when it is installed, only for assisted decoding's
-   confidence threshold (``transformers/generation/candidate_generator.py``), which no verl path runs. The
-   shipped encoder's dependencies install scikit-learn. ``is_sklearn_available`` is made to report False before
-   that package loads; a CPU run starts ~8 such processes a launch. The reward-loop process (``reward.num_workers``
-   in ``OVERRIDES``) is not started: the agent loop scores every meta-episode itself.
-
-``ENV`` and ``OVERRIDES`` are the single source of ``configs/cpu_backend.env`` and the config group
-``configs/engine/cpu.yaml`` (a test keeps them equal) that the launch script uses.
-"""
+"""The CPU backend's workarounds for verl 0.9.1 gaps (docs/cpu-backend.md), armed only when ``VERL_PLATFORM=cpu``."""
 
 from __future__ import annotations
 
@@ -62,8 +25,7 @@ ENV: Final[dict[str, str]] = {
     "RAY_prestart_worker_first_driver": "0",
 }
 
-# Hydra overrides of a CPU run (items 3, 5, 7, the rollout backend, no Ray dashboard). `++` adds or replaces.
-# `num_gpus`: the logical GPUs Ray advertises, one per trainer rank (CPU runs are single-node).
+# Hydra overrides of a CPU run (items 3, 5, 7, the rollout backend, no Ray dashboard; a logical GPU per rank).
 OVERRIDES: Final[tuple[str, ...]] = (
     "trainer.device=cpu",
     "trainer.nnodes=1",
@@ -78,8 +40,7 @@ OVERRIDES: Final[tuple[str, ...]] = (
     f"actor_rollout_ref.rollout.name={ROLLOUT_NAME}",
     "actor_rollout_ref.rollout.tensor_model_parallel_size=1",
     "actor_rollout_ref.rollout.agent.num_workers=1",
-    # Item 12: no reward-loop process; MR-Search's agent loop returns each meta-episode's reward itself, and verl
-    # calls a reward worker only for an output without one.
+    # Item 12: no reward-loop process; verl calls one only for an output without a reward, and ours have one.
     "reward.num_workers=0",
 )
 
@@ -194,8 +155,7 @@ def _sklearn_unavailable() -> bool:
 
 
 def skip_transformers_sklearn() -> None:
-    """Item 12: transformers' ``is_sklearn_available`` reports False from now on in this process; nothing is changed
-    when transformers' generation package (the importer) is already loaded: too late to matter."""
+    """Item 12: transformers' ``is_sklearn_available`` reports False (unless already too late)."""
     if "transformers.generation.candidate_generator" in sys.modules:
         return
     import transformers.utils as hf_utils
