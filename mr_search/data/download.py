@@ -1,10 +1,4 @@
-"""Resumable, verified downloads of the wiki-18 corpus and its e5 flat index (for users with the network).
-
-Each file is fetched into ``<name>.part`` with HTTP Range requests, so an interrupted download resumes
-where it stopped; it is renamed to its final name only after its size and sha256 check out. The sha256
-comes from the catalogue when known, else from the server's ``X-Linked-Etag`` (the Hugging Face Hub
-sends a file's sha256 there for large files). ``opener`` is injectable so tests can use a local server.
-"""
+"""Resumable downloads of the wiki-18 corpus and its e5 index, renamed only once size and sha256 check out."""
 
 from __future__ import annotations
 

@@ -1,10 +1,4 @@
-"""FlashRAG-format question sets (JSON lines) -> verl parquet: NQ+HotpotQA train, seven test sets, ASearcher.
-
-FlashRAG lays its datasets out as ``<root>/<dataset>/<split>.jsonl`` with rows
-``{"id", "question", "golden_answers": [str], ...}``. Search-R1 and MR-Search train on NQ + HotpotQA
-train and test on the test split of seven sets (the dev split where there is no test split, the
-train split where there is neither).
-"""
+"""FlashRAG-format question sets -> verl parquet: NQ+HotpotQA train, seven test sets, ASearcher."""
 
 from __future__ import annotations
 
@@ -23,10 +17,7 @@ logger = logging.getLogger(__name__)
 TRAIN_SETS: Final = ("nq", "hotpotqa")
 TEST_SETS: Final = ("nq", "triviaqa", "popqa", "hotpotqa", "2wikimultihopqa", "musique", "bamboogle")
 TEST_SPLIT_ORDER: Final = ("test", "dev", "train")
-# Validation during training: at most this many questions per test set (seeded sample). The seven test sets hold ~51k
-# questions; a full greedy pass is ~160 paper steps' worth of meta-episodes (64 x 5 a step), against 50 steps between
-# passes (test_freq). 200 a set caps a pass at 1,325 meta-episodes (Bamboogle has 125), ~4 steps' worth; the final
-# evaluation uses the whole test.parquet.
+# Validation questions per test set: the whole ~51k would cost ~160 paper steps a pass; 200 a set costs ~4.
 VAL_PER_SOURCE: Final = 200
 # Keys that other releases use for the gold answers (ASearcher's data has "answer").
 _ANSWER_KEYS: Final = ("golden_answers", "answers", "answer")
@@ -116,9 +107,7 @@ def convert_flashrag(
     val_per_source: int = VAL_PER_SOURCE,
     seed: int = 0,
 ) -> tuple[Path, Path]:
-    """Writes ``out_dir/train.parquet`` (train splits of ``train_sets``), ``out_dir/test.parquet`` (every test
-    question) and ``out_dir/val.parquet`` (at most ``val_per_source`` of each test set, a seeded sample in file order:
-    the bounded validation set for training, ``VAL_FILE``)."""
+    """Writes ``train.parquet``, ``test.parquet`` and ``val.parquet`` (a seeded sample of each test set)."""
     if val_per_source < 1:
         raise ValueError(f"val_per_source={val_per_source!r}: must be >= 1 (questions per test set in val.parquet)")
     train_rows: list[dict[str, Any]] = []

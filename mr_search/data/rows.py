@@ -24,11 +24,7 @@ def make_row(
     gold_doc_ids: Sequence[str] = (),
     extra: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Returns the verl row for one question.
-
-    ``prompt`` is the chat (one user turn: the project's instruction + question); the reward reads
-    ``reward_model.ground_truth.target``; ``extra_info`` keeps the raw question and golds for evaluation.
-    """
+    """The verl row of one question (chat prompt, golds for the reward, raw fields for evaluation)."""
     answers = [str(a) for a in golden_answers if str(a).strip()]
     if not answers:
         raise ValueError(f"question {question!r} ({data_source}, index {index}) has no non-empty golden answer")

@@ -1,9 +1,4 @@
-"""Finds the Hugging Face model directory to evaluate: a model folder, a verl checkpoint, or a run folder.
-
-verl saves ``<run>/.../global_step_<N>/actor/`` with FSDP shards and a ``huggingface/`` folder (config and
-tokenizer, plus the weights when ``checkpoint.save_contents`` holds ``hf_model``). Without weights there,
-the shards are merged once with verl's own ``verl.model_merger`` into ``actor/huggingface_merged``.
-"""
+"""Finds the Hugging Face model directory to evaluate: a model folder, a verl checkpoint, or a run folder."""
 
 from __future__ import annotations
 

@@ -40,11 +40,7 @@ def _attempt_scores(record: Mapping[str, Any], k: int) -> tuple[float, float]:
 
 
 def summarize(records: Iterable[Mapping[str, Any]], attempts: int | None = None) -> dict[str, Any]:
-    """Aggregates records into ``{"data_sources", "methods": {m: {"attempts": [...], "n": ...}}}``.
-
-    Each attempt entry is ``{"attempt": k (1-based), "em": {source: %, ..., "average": %}, "f1": {...},
-    "n": {source: count}}``; scores are percentages. ``attempts`` defaults to the longest meta-episode seen.
-    """
+    """Records -> EM and F1 (%) per method, attempt and data source, with their macro average."""
     by_method: dict[str, list[Mapping[str, Any]]] = {}
     for record in records:
         by_method.setdefault(str(record["method"]), []).append(record)

@@ -1,10 +1,4 @@
-"""How many questions of each data source an evaluation reads.
-
-``--max-questions 40`` takes the first 40 rows of every data source; ``--max-questions 100,embedded_3hop=217``
-takes the first 100 of every source but ``embedded_3hop``, of which it takes 217 (the first ``N`` in file order,
-so the same spec always reads the same rows). A plain number stays a plain ``int`` everywhere (results files
-record it as before); a spec with per-source counts is a ``QuestionCap`` and is recorded as its text.
-"""
+"""How many questions of each data source an evaluation reads: ``40`` (an int) or ``100,embedded_3hop=217``."""
 
 from __future__ import annotations
 

@@ -1,17 +1,4 @@
-"""Trajectory records: one meta-episode as a plain dict (the JSONL the evaluation dumps and the viewer reads).
-
-A record::
-
-    {"schema": "mr_search.trajectory/1", "method": str, "uid": str, "data_source": str,
-     "question": str, "golden_answers": [str],
-     "attempts": [{"index": int, "turns": [{"role": "assistant"|"user"|"tool", "content": str}],
-                   "answer": str|None, "reward": float, "em": float, "f1": float,
-                   "advantage": float|None}]}
-
-``turns`` are the attempt's messages in order: what the model wrote (``assistant``) and what the
-environment answered (``tool``: ``<information>`` passages; ``user``: the reflection or corrective
-turn). verl's own rollout dumps (``trainer.rollout_data_dir``) are read by ``from_verl_dump``.
-"""
+"""Trajectory records: one meta-episode as a plain dict (the JSONL the evaluation dumps and the viewer reads)."""
 
 from __future__ import annotations
 
@@ -37,11 +24,7 @@ def make_attempt(
     advantage: float | None = None,
     scored: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """Builds an attempt entry.
-
-    ``scored`` holds what the agent loop decided (``answer``, ``reward``, ``em``, ``f1``); without it the
-    last ``<answer>`` of the model turns is scored here (docs/method.md#reward), with reward = EM.
-    """
+    """An attempt entry; without ``scored`` its last ``<answer>`` is scored here, with reward = EM."""
     if scored is None:
         answer = extract_answer("".join(t["content"] for t in turns if t["role"] == "assistant"))
         em = exact_match(answer, golds)
@@ -138,12 +121,7 @@ def read_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 
 def from_verl_dump(raw: Mapping[str, Any], *, uid: str, method: str = "verl_dump") -> dict[str, Any]:
-    """Converts one line of verl's rollout dump: the response text is cut into attempts at the reflection turn.
-
-    The dump is decoded without special tokens, so the chat markers are gone and the environment text
-    (passages, reflection request) is inline; it is kept in the model turn and shown as is.
-    Per-attempt advantages are read from an ``mr_attempt_advantages`` list when the dump has one.
-    """
+    """One line of verl's rollout dump, cut into attempts at the reflection turn (environment text inline)."""
     golds = gold_answers(raw["gts"]) if raw.get("gts") is not None else []
     pieces = str(raw["output"]).split(prompts.REFLECTION_PROMPT)
     advantages = raw.get("mr_attempt_advantages") or [None] * len(pieces)

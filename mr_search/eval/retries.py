@@ -1,10 +1,4 @@
-"""What later attempts do with the first answer, counted from trajectory records (``mr_search.eval.records``).
-
-Used by the warm-start probe (``python -m mr_search_embedded.warmstart.probe``) and the comparison report (``python -m
-mr_search_embedded.compare report``):
-retries that search differently after a wrong first answer, retries that fix it, and
-retries that break a right one.
-"""
+"""What later attempts do with the first answer, counted from trajectory records."""
 
 from __future__ import annotations
 
@@ -15,11 +9,7 @@ from mr_search.eval.records import searches
 
 
 def retry_outcomes(records: Sequence[Mapping[str, Any]], attempts: int) -> dict[str, Any]:
-    """What the later attempts do with the first answer: after a wrong one, the share (%) that search with a query
-    attempt 1 did not use (``searched_differently``) and that are right at the last attempt (``fixed``); after a
-    right one, the share wrong at the last attempt (``broken``); the counts behind them (``wrong_first``,
-    ``right_first``, and ``..._n`` for each share). Shares are None when there is nothing to count; the last attempt
-    is ``attempts`` (or the record's last, if shorter)."""
+    """Shares (%) of retries that search anew and fix a wrong first answer, or break a right one, with counts."""
     if attempts < 1:
         raise ValueError(f"retry_outcomes: attempts={attempts}; count at least 1 attempt")
 

@@ -1,9 +1,4 @@
-"""Runs the project's meta-episode agent loop greedily over test rows and turns each episode into a record.
-
-The loop is ``mr_search.agent.loop.MRSearchAgentLoop`` itself (no second implementation): it is built
-outside Ray with a server manager (anything with verl's ``async generate(request_id, *, prompt_ids,
-sampling_params) -> TokenOutput``) and a retrieval client (``async search(query, topk)``), both passed in.
-"""
+"""Runs the project's own agent loop greedily over test rows, outside Ray, and turns each episode into a record."""
 
 from __future__ import annotations
 
@@ -26,22 +21,7 @@ GREEDY: Final = {"temperature": 0.0, "top_p": 1.0, "top_k": -1, "logprobs": Fals
 
 @dataclass(frozen=True)
 class EvalConfig:
-    """What one evaluation runs. Defaults: the paper's evaluation (K_eval = 3 attempts, top-3, 3 turns).
-
-    Attributes:
-        attempts: K_eval, attempts per meta-episode (may differ from K at training).
-        max_turns_per_attempt / topk / max_new_tokens_per_turn / max_information_tokens: as in
-            ``mr_search.episode`` (docs/method.md#the-meta-episode).
-        prompt_length / response_length: token budgets of the question and of the whole meta-episode.
-        outcome_feedback: the reflection turn says whether the previous answer was right (MAGE-style; paper:
-            off); use it to evaluate a policy trained with ``mr_search.episode.outcome_feedback``.
-        reflection_restates_question: the reflection turn ends with the question's line (paper: off); use it to
-            evaluate a policy trained with ``mr_search.episode.reflection_restates_question``.
-        max_questions: evaluate only the first N rows per data source (None: all), or a ``QuestionCap`` with
-            counts per source (``question_cap.py``).
-        concurrency: meta-episodes in flight at once (the generator batches their requests).
-        method: the row label of this model in the results table.
-    """
+    """What one evaluation runs; defaults are the paper's (K_eval = 3, top-3, 3 turns)."""
 
     attempts: int = 3
     max_turns_per_attempt: int = 3
@@ -168,13 +148,7 @@ def record_from_output(output: Any, tokenizer: Any, row: Mapping[str, Any], meth
 
 
 class InlineExecutor(concurrent.futures.ThreadPoolExecutor):
-    """Runs "executor" work on the calling thread.
-
-    The agent loop encodes environment text on the event-loop thread with ``split_special_tokens=True``
-    while verl builds prompts with the same tokenizer in the default executor; a fast tokenizer toggles
-    a setting for that and fails ("Already borrowed") when two threads use it at once. Evaluation keeps
-    every tokenizer call on one thread instead.
-    """
+    """Runs "executor" work on the calling thread: a fast tokenizer used by two threads fails."""
 
     def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future[Any]:
         future: concurrent.futures.Future[Any] = concurrent.futures.Future()
