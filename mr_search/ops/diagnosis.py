@@ -1,10 +1,6 @@
 """The likely cause of a failed run, read from its log, and the knob that fixes it.
 
-``python -m mr_search.ops.diagnosis RUN_DIR_OR_LOG`` prints ``cause:`` and ``fix:`` lines (exit 1 when nothing
-known matched). ``train_grpo_step.sh`` runs it when training fails; ``mr_search.ops.run_checks`` prints it under a
-failed check.
-Only the log's tail is read: the error that ended the run is there, and an earlier warning that merely mentions
-memory must not name the wrong cause.
+Only the tail is read: an earlier warning that merely mentions memory must not name the wrong cause.
 """
 
 from __future__ import annotations
@@ -28,9 +24,8 @@ class Diagnosis:
 _OOM: Final = r"(CUDA out of memory|OutOfMemoryError|CUBLAS_STATUS_ALLOC_FAILED|out of memory)"
 _MORE_GPUS: Final = "or add GPUs (N_GPUS_PER_NODE)"
 
-# Known failures, first match wins: (pattern in the log's tail, cause, fix). The out-of-memory rows go from the most
-# specific phase to the least: the traceback of an update has a frame "in update_actor", a log-prob pass one "in
-# compute_log_prob" (the per-step timing lines, "timing_s/update_actor", must not count).
+# Known failures, first match wins: (pattern, cause, fix). Out-of-memory rows go from the most specific phase (a
+# traceback frame ", in update_actor", not the timing lines) to the least.
 _KNOWN: Final[tuple[tuple[str, str, str], ...]] = (
     (
         r"no GPU is usable|NVIDIA-SMI has failed|CUDA driver|no CUDA GPUs are available|Found no NVIDIA driver",

@@ -1,12 +1,5 @@
-"""Bounded calls into the rollout engines: the weight sync and the memory release that bracket every training step.
-
-verl's colocated trainer makes these calls and waits for them without a limit. An engine that dies in the middle of
-one can leave the trainer waiting for ever: verl's vLLM weight sender blocks on a ZMQ reply that a dead engine core
-never sends, and the trainer's ``ray.get`` blocks behind it. ``run_bounded`` runs such a call in a helper thread and
-waits for it in slices; between slices it asks every engine server whether it is still alive (a Ray ping). It returns
-the call's result, or raises ``EngineCallFailed`` as soon as the call raises, a server is found dead, or the time runs
-out. The message names the call, what went wrong and the checkpoint the same command resumes from; the run then ends
-(the helper thread, stuck in the dead call, goes with the process).
+"""Bounded calls into the rollout engines (weight sync, memory release): verl waits for them without a limit, and a dead
+vLLM engine core would leave it waiting for ever.
 """
 
 from __future__ import annotations
@@ -60,10 +53,7 @@ class LastCheckpoint:
 
 
 def dead_servers(servers: Sequence[tuple[int, Any]], wait_s: float = PING_S) -> list[str]:
-    """Pings every engine server (``(replica, Ray actor handle)``) and returns one line per server Ray reports dead.
-
-    A server that has not answered within ``wait_s`` is busy or hung, not dead: the call's time limit judges it.
-    """
+    """One line per engine server Ray reports dead; one silent past ``wait_s`` is busy or hung, not dead."""
     import ray
     from ray.exceptions import GetTimeoutError, RayActorError
 
@@ -91,8 +81,7 @@ _ANSI: Final = re.compile(r"\x1b\[[0-9;]*m")
 
 
 def describe(error: BaseException) -> str:
-    """``Type: first line`` of the error that started it all: Ray's task errors are unwrapped to their cause (a worker's
-    ``RayTaskError(ActorDiedError)`` says only which task failed), terminal colours dropped."""
+    """``Type: first line`` of the root error: Ray's task errors unwrapped to their cause, terminal colours dropped."""
     for _ in range(8):
         cause = getattr(error, "cause", None)
         if not isinstance(cause, BaseException) or cause is error:
@@ -112,11 +101,7 @@ def run_bounded(
     poll_s: float = POLL_S,
     clock: Callable[[], float] = time.monotonic,
 ) -> T:
-    """``call()``, in a helper thread, with a time limit and the engine servers watched while it runs.
-
-    Raises:
-        EngineCallFailed: the call raised (chained), ``probe()`` reported a dead server, or ``timeout_s`` passed.
-    """
+    """``call()`` in a helper thread, with a time limit and the engine servers watched; raises ``EngineCallFailed``."""
     future: Future[T] = Future()
 
     def target() -> None:

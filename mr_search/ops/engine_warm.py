@@ -1,15 +1,6 @@
 """SGLang's first-use CUDA kernels, built in the background before the engine needs them.
 
-SGLang 0.5.12 runs five of its CUDA kernels on NVIDIA GPUs as just-in-time modules (``sglang.jit_kernel``: the
-activation, RoPE, the KV-cache store, the decode positions and the overlap scheduler's future token ids), each built
-with nvcc at first use and cached on disk (``$TVM_FFI_CACHE_DIR``, by default ``~/.cache/tvm-ffi``). With CUDA graphs
-off (``make gpu-check``) that first use is the first generation of step 1: on a fresh machine the engine built them
-one after the other there (docs/gpu.md). Each module is keyed by its template arguments (dtype, RoPE width, KV row
-size), which follow from the policy's config; ``python -m mr_search.ops.engine_warm --model PATH`` builds those modules
-side by side into the same cache while Ray, the trainer and the engine start, and the engine then loads them.
-
-Best effort by design: a module that fails to build here is built by the engine as before (one line says which),
-nothing else changes, and the exit status is 0 unless the arguments are wrong.
+SGLang 0.5.12 builds five kernels with nvcc at first use, one after another in step 1; here side by side, best effort.
 """
 
 from __future__ import annotations
@@ -46,11 +37,7 @@ class JitBuild:
 
 
 def sglang_jit_builds(config: Mapping[str, Any], dtype: str = "bfloat16") -> list[JitBuild]:
-    """The JIT modules SGLang's eager decode and prefill load for this (dense, full-attention) policy in ``dtype``.
-
-    Both integer widths are built for the positions and the future token ids (seq_lens and input_ids are int64 in
-    SGLang 0.5.12; an int32 module is a few seconds of one core, and a guess that missed would cost step 1 one build).
-    """
+    """The JIT modules SGLang's eager decode and prefill load for this dense policy in ``dtype``."""
     if dtype not in DTYPE_BYTES:
         raise ValueError(f"dtype {dtype!r} is not one of {sorted(DTYPE_BYTES)}; pass --dtype bfloat16 (verl's default)")
     try:
@@ -104,8 +91,7 @@ def warm(builds: Sequence[JitBuild], run: Callable[[JitBuild], Callable[[], obje
 
 
 def _pin_arch() -> str | None:
-    """The CUDA arch SGLang builds for, set once for the process: sglang's build context sets and then removes
-    ``TVM_FFI_CUDA_ARCH_LIST`` around each build, which threads building at once would race on."""
+    """The CUDA arch, set once: sglang sets and removes ``TVM_FFI_CUDA_ARCH_LIST`` per build, racing in threads."""
     import torch
 
     if not torch.cuda.is_available():

@@ -1,17 +1,6 @@
 """Fault injection for recovery checks: ``MR_SEARCH_FAULT=<action>@<step>`` makes the rollout engine fail in the middle
-of the weight sync after training step ``<step>``, as a crashed or hung engine would, so that what the run does then
-(end within ``mr_search.trainer.weight_sync_timeout_s``, name the cause, resume with the same command) can be shown
-on a real engine. Off unless the variable is set; the plugin installs it in every process of a run that sets it.
-
-Actions, on the engine server of replica 0 (the process Ray runs the server actor in, and the processes under it):
-
-- ``engine-kill``: SIGKILL the processes that hold the model: the server's child processes (vLLM's engine core,
-  SGLang's scheduler and detokenizer), or the server itself when it has none (the CPU backend's);
-- ``engine-stop``: SIGSTOP the same processes: an engine that hangs;
-- ``server-kill``: SIGKILL the server actor's own process (Ray then reports the server dead).
-
-It fires in the trainer rank 0 process, inside verl's weight sync (the rollout adapter's ``update_weights``), after the
-first tensor has been handed to the sender: the engine has already been woken and told to receive.
+of the weight sync after training step ``<step>`` (``engine-kill``, ``engine-stop`` or ``server-kill``), so that the
+run's ending, message and resume can be shown. Off unless the variable is set.
 """
 
 from __future__ import annotations
@@ -53,11 +42,7 @@ class Fault:
 
 
 def parse(text: str) -> Fault:
-    """``engine-kill@2`` -> ``Fault("engine-kill", 2)``.
-
-    Raises:
-        ValueError: not ``<action>@<step>`` with a known action and a step >= 0, naming the valid forms.
-    """
+    """``engine-kill@2`` -> ``Fault("engine-kill", 2)``; anything else raises ValueError naming the valid forms."""
     match = re.fullmatch(r"\s*([a-z-]+)@(\d+)\s*", text)
     if match is None or match.group(1) not in ACTIONS:
         raise ValueError(
@@ -124,8 +109,7 @@ def strike(adapter: Any, fault: Fault) -> list[int]:
         )
     server_pid = ray.get(server.__ray_call__.remote(_own_pid), timeout=60)
     pids, sig = targets(fault.action, server_pid)
-    # Printed, not logged: in a vLLM run the trainer worker's logged line never reached the console (the engine's
-    # import may change that worker's logging); Ray forwards a worker's stderr to the driver's console.
+    # Printed, not logged: in a vLLM run the worker's logged line never reached the console; its stderr does.
     hit = ", ".join(f"{pid} {process_name(pid)}" for pid in pids)
     name = signal.Signals(sig).name
     print(
@@ -193,8 +177,7 @@ def install(fault: Fault) -> None:
 
 
 def register() -> None:
-    """The plugin's hook: installs the fault ``MR_SEARCH_FAULT`` names, if any (a bad value is logged, and stops the
-    trainer at start-up: ``mr_search.ops.startup``)."""
+    """The plugin's hook: installs the fault ``MR_SEARCH_FAULT`` names (a bad value is logged; startup stops on it)."""
     try:
         fault = from_env()
     except ValueError:

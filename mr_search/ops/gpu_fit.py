@@ -1,19 +1,7 @@
 """Whether SGLang's memory saver is needed: can the rollout engine's share of a GPU and the policy's update share it?
 
-``python -m mr_search.ops.gpu_fit --model DIR --gpus N --utilization U --card-mib M`` prints ``1`` (saver on: the
-engine releases its weights and KV cache while FSDP trains, verl's default) or ``0`` (off: the engine keeps its
-memory, no release and resume each step), and the reason on stderr. ``train_grpo_step.sh`` asks it when
-``SGLANG_MEMORY_SAVER=auto`` (the default).
-
-The update's memory a GPU is estimated as 16 bytes a parameter sharded over the GPUs (fp32 parameters, gradients and
-Adam's two moments: verl loads offloaded ones onto the GPU for the update) plus 24 bytes a logit of one micro-batch
-(rows x tokens x vocabulary: the fp32 logits, their log-softmax and entropy, and the gradients of these), with 20% of
-the card kept for the rest (gathered layers, allocator slack); the engine takes ``U`` of the card. Saver on when the
-two do not fit, or when either is unknown. The 24 bytes are measured: the update beyond the sharded state took 23
-bytes a logit at the 0.5B shape on one H200 (micro-batches of 16 rows of 1,280 tokens: estimated 76.9 GiB, peaked at
-74.6 GiB allocated) and 30 at the 7B shape on 3 H200s (one 8.7k-token row: estimated 67.4 GiB, peaked at 75.1 GiB);
-both with an entropy bonus (docs/gpu.md). Until the 0.5B measurement the figure was 8 (the logits and their gradient
-alone), which read that 0.5B update as 31 GiB and let it share an 80 GB card with the engine, where it cannot.
+The update a GPU: 16 bytes a sharded parameter plus 24 a logit of one micro-batch (measured: 23 at 0.5B, 30 at 7B;
+docs/gpu.md), 20% of the card kept aside. Unknown sizes: on.
 """
 
 from __future__ import annotations
@@ -35,8 +23,7 @@ class SaverChoice:
 
 
 def model_size(model: str) -> tuple[int, int]:
-    """(parameters, vocabulary size) of the model at ``model`` (a folder, or a Hub id in the local cache), counted on
-    the meta device (nothing allocated)."""
+    """(parameters, vocabulary size) of a model folder or cached Hub id, counted on the meta device."""
     import torch
     from transformers import AutoConfig, AutoModelForCausalLM
 
@@ -56,8 +43,7 @@ def choose(
     micro_batch: int = 0,
     tokens: int = 0,
 ) -> SaverChoice:
-    """The saver choice for a policy of ``parameters`` (``vocab`` wide) trained on ``gpus`` GPUs of ``card_mib`` MiB
-    each, ``micro_batch`` rows of ``tokens`` a forward."""
+    """The saver choice for a policy on ``gpus`` cards of ``card_mib`` MiB, ``micro_batch`` x ``tokens`` a forward."""
     if not card_mib or card_mib <= 0:
         return SaverChoice(True, "no GPU memory size known (no nvidia-smi): on, verl's default")
     if parameters is None:
@@ -78,6 +64,21 @@ def choose(
     return SaverChoice(False, f"off: the engine and the update share the card: {figures}")
 
 
+def choose_for(model: str, gpus: int, utilization: float, card_mib: str, micro_batch: int, tokens: int) -> SaverChoice:
+    """``choose`` from a model path ("": unknown) and nvidia-smi's text for the card; unreadable means unknown."""
+    parameters, vocab = None, 0
+    if model:
+        try:
+            parameters, vocab = model_size(model)
+        except Exception:  # any failure to read the config means "size unknown"
+            parameters = None
+    try:
+        card = float(card_mib) if card_mib else None
+    except ValueError:
+        card = None
+    return choose(parameters, gpus, utilization, card, vocab, micro_batch, tokens)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", default="")
@@ -87,17 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--micro-batch", type=int, default=0, help="rows a forward (ppo_micro_batch_size_per_gpu)")
     parser.add_argument("--tokens", type=int, default=0, help="tokens a row (max prompt + response length)")
     args = parser.parse_args(argv)
-    parameters, vocab = None, 0
-    if args.model:
-        try:
-            parameters, vocab = model_size(args.model)
-        except Exception:  # any failure to read the config means "size unknown"
-            parameters = None
-    try:
-        card = float(args.card_mib) if args.card_mib else None
-    except ValueError:
-        card = None
-    choice = choose(parameters, args.gpus, args.utilization, card, vocab, args.micro_batch, args.tokens)
+    choice = choose_for(args.model, args.gpus, args.utilization, args.card_mib, args.micro_batch, args.tokens)
     print(choice.reason, file=sys.stderr)
     print(1 if choice.on else 0)
     return 0

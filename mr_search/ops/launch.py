@@ -1,19 +1,6 @@
 """train_grpo_step.sh's start-up decisions: preset, engine, knob checks and the trainer command, each change said.
 
-The script maps its knobs (environment variables) to this module in two calls, both printing shell code it evaluates:
-
-* ``python -m mr_search.ops.launch plan [OVERRIDES...]``, before anything starts: the preset (``auto``: ``paper``
-  with a usable GPU, else ``embedded``) and its engine, every knob checked (a bad one stops here, naming the valid
-  values), the PPO mini-batch fitted to a smaller step, ``N_GPUS_PER_NODE`` from the GPUs this node shows.
-* ``python -m mr_search.ops.launch command [OVERRIDES...]``, once the data, the policy and the retrieval service are
-  known: ``cmd=(...)``, verl's ``main_ppo`` with the entry config, the engine's config group
-  (``configs/engine/<engine>.yaml``), the knobs as Hydra overrides and the command line's overrides last; and the
-  ``export`` lines of the engine's environment. The workarounds decided here: SGLang's memory saver
-  (``SGLANG_MEMORY_SAVER=auto``, docs/gpu.md), sdpa without flash_attn, vLLM's own sampler without flashinfer, the
-  CPU engine's precision (``CPU_DTYPE=auto``).
-
-Every decision that changes a knob is said on stderr with its reason; a dry run (``DRY_RUN=1``) reads no model and
-checks no package. What is asked of the machine comes through ``Host``, so tests hand in a fake one.
+``plan`` and ``command`` print shell code for the script; ``DRY_RUN=1`` reads no model; tests hand in a ``Host``.
 """
 
 from __future__ import annotations
@@ -88,8 +75,7 @@ def _torch_cuda() -> bool:
 
 
 def usable_gpu(env: Mapping[str, str]) -> bool:
-    """nvidia-smi lists a GPU and torch can use CUDA (nvidia-smi first: fast without one), as scripts/lib/gpu.sh's
-    ``has_gpu``, whose cached answer (``_MR_SEARCH_HAS_GPU``) a caller may hand down."""
+    """nvidia-smi lists a GPU and torch can use CUDA, unless ``_MR_SEARCH_HAS_GPU`` hands down the answer."""
     cached = env.get("_MR_SEARCH_HAS_GPU", "")
     if cached:
         return cached == "1"
@@ -107,19 +93,9 @@ def visible_gpus(env: Mapping[str, str]) -> int:
 def _saver_choice(
     model: str, gpus: int, utilization: float, card_mib: str, micro: int, tokens: int
 ) -> tuple[bool, str]:
-    from mr_search.ops.gpu_fit import choose, model_size  # torch and transformers load only when a model is read
+    from mr_search.ops.gpu_fit import choose_for  # torch and transformers load only when a model is read
 
-    parameters, vocab = None, 0
-    if model:
-        try:
-            parameters, vocab = model_size(model)
-        except Exception:  # any failure to read the config means "size unknown"
-            parameters = None
-    try:
-        card = float(card_mib) if card_mib else None
-    except ValueError:
-        card = None
-    choice = choose(parameters, gpus, utilization, card, vocab, micro, tokens)
+    choice = choose_for(model, gpus, utilization, card_mib, micro, tokens)
     return choice.on, choice.reason
 
 
@@ -157,8 +133,7 @@ def real_host(env: Mapping[str, str]) -> Host:
 
 
 def override_value(key: str, overrides: Sequence[str]) -> str | None:
-    """The value the last of ``overrides`` gives ``key`` (``KEY=V``, ``+KEY=V`` or ``++KEY=V``, quotes around V
-    removed); None when none does. ``~KEY`` (a deletion) counts as no value."""
+    """The value the last of ``overrides`` gives ``key`` (``[+[+]]KEY=V``, quotes removed); ``~KEY`` or none: None."""
     value = None
     for arg in overrides:
         arg = arg.removeprefix("+").removeprefix("+")
@@ -231,8 +206,7 @@ def plan(knobs: Mapping[str, str], args: Sequence[str], host: Host, root: Path, 
     _whole(knobs, "TRAIN_BATCH_SIZE", "use a whole number of questions >= 1")
     step, mini = knobs.get("TRAIN_BATCH_SIZE", ""), knobs.get("PPO_MINI_BATCH_SIZE", "")
     if step and not mini:
-        # verl stops at start-up when a PPO mini-batch is larger than the step ("train_batch_size (16) must be >=
-        # actor.ppo_mini_batch_size (32)"): a smaller step than the preset's mini-batch is then one update.
+        # verl stops at start-up on a PPO mini-batch larger than the step: a smaller step is then one update.
         preset_mini = preset_value(root, CONFIGS[preset], "actor_rollout_ref.actor.ppo_mini_batch_size") or ""
         if preset_mini.isdigit() and int(step) < int(preset_mini):
             decided["PPO_MINI_BATCH_SIZE"] = step
@@ -269,15 +243,13 @@ def _sglang(knobs: Mapping[str, str], overrides: list[str], args: Sequence[str],
     for knob, key in SGLANG_BACKENDS.items():  # empty: configs/engine/sglang.yaml's
         if knobs.get(knob):
             overrides.append(f"{kwargs}.{key}={knobs[knob]}")
-    # Eager means no graphs: verl hands enforce_eager to SGLang as disable_cuda_graph (decode), and SGLang 0.5.12
-    # would still trace and capture its piecewise CUDA graphs for prefill at start-up.
+    # Eager means no graphs: verl's disable_cuda_graph leaves SGLang 0.5.12's piecewise prefill graphs on.
     if knobs.get("ENFORCE_EAGER") == "True":
         overrides.append(f"{kwargs}.disable_piecewise_cuda_graph=True")
     saver = knobs.get("SGLANG_MEMORY_SAVER", "auto")
     if saver == "auto":
-        # The policy's size, the engine's share and one card's memory decide (docs/gpu.md, "SGLang's memory saver"),
-        # each as the run will have it: the last Hydra override of it (this launch's, then the command line's, which
-        # verl reads last), else the knob, else the preset's value.
+        # The policy's size, the engine's share and one card's memory decide (docs/gpu.md), each as the run will have
+        # it: the last Hydra override (the command line's last), else the knob, else the preset's value.
         def fit(key: str, knob: str = "") -> str:
             value = override_value(key, [*overrides, *args])
             if value is None:
@@ -296,8 +268,7 @@ def _sglang(knobs: Mapping[str, str], overrides: list[str], args: Sequence[str],
         saver = "1" if on else "0"
         say(f"SGLANG_MEMORY_SAVER=auto -> {saver}, {reason}")
     if saver == "0":
-        # The engine keeps its weights and KV cache while FSDP trains: GPU_MEMORY_UTILIZATION must leave the trainer
-        # room. Without the saver there is nothing to release, so verl must not ask for it.
+        # The engine keeps its memory while FSDP trains; with nothing to release, verl must not ask for it.
         overrides += [f"{kwargs}.enable_memory_saver=False", "actor_rollout_ref.rollout.free_cache_engine=False"]
 
 
@@ -323,8 +294,7 @@ def command(
     ]
     env: dict[str, str] = {}
     if engine == "hf":
-        # No compile by default: for small models its start-up time outweighs what it saves (TORCH_COMPILE_DISABLE=0
-        # turns it on).
+        # No compile by default: for small models its start-up time outweighs what it saves.
         env["TORCH_COMPILE_DISABLE"] = knobs.get("TORCH_COMPILE_DISABLE") or "1"
         env["TOKENIZERS_PARALLELISM"] = knobs.get("TOKENIZERS_PARALLELISM") or "false"
     elif engine == "cpu":
@@ -373,8 +343,7 @@ def command(
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    """``plan|command [OVERRIDES...]``: prints shell code for train_grpo_step.sh to evaluate; 1 on a stopping
-    problem (its message on stderr)."""
+    """``plan|command [OVERRIDES...]``: prints shell code for train_grpo_step.sh; 1 on a stopping problem."""
     what, *args = sys.argv[1:] if argv is None else argv
     knobs = os.environ if environ is None else environ
     root = Path(knobs.get("ROOT") or Path(__file__).resolve().parents[2])

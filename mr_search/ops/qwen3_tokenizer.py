@@ -1,14 +1,4 @@
-"""Qwen3's token layout and chat template for locally built tokenizers (the Qwen3 shapes of ops.shaped_model).
-
-Qwen3's tokenizer is Qwen2.5's byte-level BPE (151,643 entries) followed by 26 added tokens at fixed ids: the ChatML
-markers (``<|endoftext|>`` 151643, ``<|im_start|>`` 151644, ``<|im_end|>`` 151645), the vision and fill-in-the-middle
-markers, ``<tool_call>``/``<tool_response>`` and the thinking pair ``<think>`` 151667 / ``</think>`` 151668. The
-thinking, tool and FIM tokens are added but not special (``special: false``): they are matched as one token before the
-BPE, survive ``skip_special_tokens`` and are not end-of-turn tokens. A tokenizer built here has the same ids, the same
-flags and a chat template with Qwen3's semantics (``enable_thinking``, reasoning of earlier turns dropped when a
-conversation is rendered again), so the agent loop meets exactly what it meets with a Qwen3 download
-(docs/qwen3.md#thinking-tokens).
-"""
+"""Qwen3's token layout and chat template for locally built tokenizers (docs/qwen3.md#thinking-tokens)."""
 
 from __future__ import annotations
 
@@ -52,10 +42,8 @@ THINK_END_ID: Final = THINK_ID + 1  # 151668
 # Qwen3's additional_special_tokens (what all_special_ids holds beside eos and pad).
 ADDITIONAL_SPECIAL: Final = tuple(c for c, special in ADDED_TOKENS if special and c != "<|endoftext|>")
 
-# Qwen3's chat template, in its semantics: system and tools first; an assistant message's reasoning (its
-# ``reasoning_content``, or what its content holds before ``</think>``) is rendered only after the last user query and
-# dropped before it; the generation prompt opens the assistant turn and, with ``enable_thinking=false``, closes an
-# empty thinking block.
+# Qwen3's chat template, in its semantics: reasoning rendered only after the last user query, and
+# ``enable_thinking=false`` closing an empty thinking block in the generation prompt.
 CHAT_TEMPLATE: Final = """\
 {%- if tools %}
     {{- '<|im_start|>system\\n' }}
@@ -127,13 +115,7 @@ CHAT_TEMPLATE: Final = """\
 
 
 def to_qwen3_layout(data: dict[str, Any]) -> None:
-    """Rewrites ``data`` (a parsed tokenizer.json of a BPE smaller than Qwen3's) into Qwen3's id layout, in place.
-
-    The model's own entries keep their order at ids ``[0, n)`` (Qwen3's added tokens leave the vocabulary if the
-    BPE had them), unused entries fill ``[n, 151643)``, and Qwen3's 26 added tokens take ids 151643-151668 with
-    Qwen3's flags, in the vocabulary and in ``added_tokens`` (an id the vocabulary holds is kept on load). Raises
-    ValueError for a non-BPE model or a BPE of more than 151,643 entries.
-    """
+    """Rewrites a parsed BPE tokenizer.json into Qwen3's id layout, in place (ValueError if not BPE or too large)."""
     from mr_search.ops.shaped_model import PAD_TOKEN_FORMAT
 
     model = data.get("model") or {}
@@ -164,9 +146,7 @@ def to_qwen3_layout(data: dict[str, Any]) -> None:
 
 
 def protocol_tokenizer(out: str | Path, bpe_size: int = 1024) -> Path:
-    """Saves to ``out`` a byte-level BPE of the protocol's texts in Qwen3's layout (151,669 ids; eos ``<|im_end|>``,
-    pad ``<|endoftext|>``, Qwen3's chat template). ``mr_search.ops.shaped_model.build_tokenizer`` pads it to the
-    embedding's size."""
+    """Saves a BPE of the protocol's texts in Qwen3's layout and template (151,669 ids) to ``out``."""
     from transformers import PreTrainedTokenizerFast
 
     from mr_search.cpu.chatml_tokenizer import train_chatml_bpe

@@ -1,25 +1,6 @@
-"""A resume shown inside one launch: after the last step, the trainer reloads its saved state through verl's own
-resume path and trains on (``mr_search.trainer.resume_steps``; ``scripts/gpu_check.sh`` sets it to 1).
+"""A resume inside one launch: rewind to checkpoint N-1, resume N through verl's path, record the state's digests.
 
-A restart pays the whole start-up again (Ray, the FSDP workers, the rollout engine: minutes on a GPU node) to run
-the one function a resume needs, verl's ``_load_checkpoint``, which reads ``trainer.default_local_dir`` and loads the
-step counter, the actor's model and optimizer and the dataloader position into the live worker group. This module
-runs that function in the same launch, after first rewinding the worker group to the checkpoint before the last one,
-so that every part of the state visibly changes when the resume loads it:
-
-1. after step N (checkpoints N-1 and N on disk) the dataloader's state is kept in memory;
-2. rewind: ``_load_checkpoint`` from checkpoint N-1; the actor's state is saved to a scratch folder;
-3. resume: ``_load_checkpoint`` as configured (``trainer.resume_mode=auto``: the latest checkpoint, N, as a restart
-   finds it), the dataloader's iterator dropped as a new process has none, the actor saved to scratch again, the
-   weights synced to the rollout engine as at start-up;
-4. ``resume_check.json`` in the checkpoint folder records the step counter after each load, digests of the model
-   and optimizer state of both scratch saves against checkpoints N-1 and N, and digests of the dataloader's state;
-   then the trainer runs ``steps`` more steps, logged to a metrics file of their own (verl's file logger truncates
-   its file when a logger is made; a new name keeps the first part's lines, as a second launch does).
-
-``mr_search.ops.run_checks`` reads the record and the metrics: the resume passes when the counter reads N-1 then N, the
-state after each load equals that checkpoint's (and the two differ), the dataloader's state after the resume equals
-the one at the end of step N, the next step logged is N+1, and its questions are none of steps 1..N's.
+``mr_search.trainer.resume_steps`` turns it on (``scripts/gpu_check.sh``): a restart would pay the start-up again.
 """
 
 from __future__ import annotations
@@ -90,11 +71,7 @@ def state_digest(value: Any) -> str:
 
 
 def actor_digests(actor_dir: Path) -> dict[str, str]:
-    """Digests of the model and optimizer shards of one saved actor (all ranks, in order).
-
-    Raises:
-        FileNotFoundError: the folder holds no shard of a part.
-    """
+    """Digests of one saved actor's model and optimizer shards (all ranks); FileNotFoundError if a part has none."""
     import torch
 
     digests = {}
@@ -139,11 +116,7 @@ def _save_actor(trainer: Any, folder: Path) -> dict[str, str]:
 
 
 def rewind_and_resume(trainer: Any) -> ResumeRecord:
-    """Steps 1-3 of the module's description on a trainer that has just finished ``fit`` (no steps trained here).
-
-    Raises:
-        RuntimeError: the checkpoints the rewind needs are missing (naming the settings that keep them).
-    """
+    """Rewinds to checkpoint N-1, then resumes (N), on a trainer that has just finished ``fit``."""
     ckpt_dir = Path(trainer.config.trainer.default_local_dir)
     saved = LastCheckpoint.of(ckpt_dir).step or 0
     previous = ckpt_dir / f"global_step_{saved - 1}"
@@ -176,10 +149,7 @@ def rewind_and_resume(trainer: Any) -> ResumeRecord:
         steps_after_resume=resumed,
         rewound_state=rewound_state,
         resumed_state=resumed_state,
-        checkpoint_state={
-            "N-1": actor_digests(previous / "actor"),
-            "N": actor_digests(last / "actor"),
-        },
+        checkpoint_state={"N-1": actor_digests(previous / "actor"), "N": actor_digests(last / "actor")},
         loader_at_end=state_digest(at_end),
         loader_after_rewind=state_digest(loader_rewound),
         loader_after_resume=state_digest(loader_resumed),
@@ -202,8 +172,7 @@ def read_record(ckpt_dir: Path) -> ResumeRecord | None:
 
 
 def continued_metrics_path(path: str | None) -> str | None:
-    """The metrics file of the steps after the resume: ``<launch>.jsonl`` -> ``<launch>.resumed.jsonl`` (sorted after
-    it, so ``metrics/*.jsonl`` reads in order); None when verl's file logger has no path set."""
+    """``<launch>.jsonl`` -> ``<launch>.resumed.jsonl``: verl's file logger truncates its own file."""
     if not path:
         return None
     stem, ext = os.path.splitext(path)

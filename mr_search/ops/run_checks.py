@@ -1,10 +1,5 @@
 """Checks a training run proves from its own output: stops at the tags, token-in/token-out, log-prob agreement,
 per-attempt credit, resume. ``scripts/gpu_check.sh`` runs two steps with the user's engine, then this.
-
-``python -m mr_search.ops.run_checks RUN_DIR`` reads the run folder of ``train_grpo_step.sh`` (``metrics/*.jsonl``, one
-file per launch; ``trace/`` written by the agent loop when ``MR_SEARCH_TRACE_DIR`` is set; ``train.log``), prints one
-row per check (pass / FAIL, what was seen) and, for a failed or crashed run, the likely cause and its fix. Exit status
-1 when a check fails.
 """
 
 from __future__ import annotations
@@ -126,8 +121,7 @@ def _launch_steps(run_dir: Path) -> list[list[int]]:
 
 
 def check_resume(run_dir: Path) -> Check | None:
-    """A later launch (or the part after a resume inside one) starts right after the step the earlier one saved;
-    None without a resume."""
+    """A later launch (or the part after an in-launch resume) starts right after the saved step; None without one."""
     launches = _launch_steps(run_dir)
     if len(launches) < 2:
         return None
@@ -164,13 +158,7 @@ def _record_problems(record: ResumeRecord) -> list[str]:
 
 
 def check_resumed_state(run_dir: Path) -> Check | None:
-    """The resumed run continues from the saved state: weights, optimizer and dataloader position.
-
-    With a resume inside one launch (``checkpoints/resume_check.json``, ``mr_search.ops.resume_check``): the step
-    counter, the actor's model and optimizer and the dataloader's state after each load equal the checkpoint's, and
-    the rewind's differ. With every resume: the first step after it trains on questions none of the earlier steps of
-    the run saw (``rollouts/``; a dataloader that started over would repeat step 1's, one left at the rewind step N's),
-    which holds while the run stays in its first epoch. None without a resume."""
+    """The resumed run continues from the saved state: weights, optimizer, data position (no question seen twice)."""
     launches = _launch_steps(run_dir)
     record = read_record(run_dir / "checkpoints")
     if len(launches) < 2 and record is None:

@@ -1,19 +1,8 @@
 """Qwen2.5- and Qwen3-shaped policies with random weights and the real vocabulary size: GPU memory and speed at real
 width.
 
-``python -m mr_search.ops.shaped_model --shape qwen2.5-7b --out <folder>`` (or ``qwen3-4b``, ``qwen3-8b``) writes a
-Hugging Face folder (config, bf16 safetensors, tokenizer) that verl, SGLang and vLLM load like any Qwen2 / Qwen3
-checkpoint. The configuration is the published one of the model (layers, widths, heads, rope, norm, embedding
-tying, Qwen3's head_dim and q/k norms, and the vocabulary size: the embedding and the LM head, ~1.1B parameters
-at 7B, and the logits' memory in the update are the real model's); the
-weights are random, so such a model measures steps, memory and tokens/s, never quality. Nothing is downloaded.
-
-The tokenizer has exactly as many entries as the model's vocabulary, so every id an engine samples decodes: a small
-byte-level BPE learnt in-process from the protocol's own texts (``mr_search.prompts``), or ``--tokenizer DIR``'s
-tokenizer, padded with unused entries (``<unused_N>``) added to the BPE model's vocabulary as ordinary tokens (150k
-added or special tokens would make every load slow). A Qwen3 shape's tokenizer has Qwen3's layout: its 26 added tokens
-at their real ids (``<think>`` 151667, ``</think>`` 151668, not special) and Qwen3's chat template
-(``mr_search.ops.qwen3_tokenizer``; docs/qwen3.md).
+The published configs, vocabulary included, so steps, memory and tokens/s are the real model's, never quality; the
+tokenizer is padded with unused tokens to the vocabulary, so every sampled id decodes.
 """
 
 from __future__ import annotations
@@ -28,88 +17,29 @@ from typing import Any, Final
 
 logger = logging.getLogger(__name__)
 
-# The published config.json values of the Qwen2.5 base models. Qwen2.5-7B's embedding has 152,064 rows (0.5B-3B:
-# 151,936); its tokenizer uses 151,665 of them. A shape's parameter count matches the published one exactly.
+
+def _shape(
+    hidden: int, ffn: int, layers: int, heads: int, kv_heads: int, tied: bool, head_dim: int = 0, vocab: int = 151936
+) -> dict[str, Any]:
+    sizes = {"hidden_size": hidden, "intermediate_size": ffn, "num_hidden_layers": layers, "num_attention_heads": heads}
+    sizes["num_key_value_heads"] = kv_heads
+    if head_dim:
+        sizes["head_dim"] = head_dim
+    return {**sizes, "tie_word_embeddings": tied, "vocab_size": vocab}
+
+
+# The published config.json values of the Qwen2.5 base models (parameter counts match the published ones exactly)
+# and of Qwen3-4B and -8B (head_dim 128 whatever the width); the test shapes run the same code path in seconds on a
+# CPU, with the real vocabulary. Columns: hidden, intermediate, layers, heads, KV heads, tied embeddings.
 SHAPES: Final[dict[str, dict[str, Any]]] = {
-    "qwen2.5-0.5b": dict(
-        hidden_size=896,
-        intermediate_size=4864,
-        num_hidden_layers=24,
-        num_attention_heads=14,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        vocab_size=151936,
-    ),
-    "qwen2.5-1.5b": dict(
-        hidden_size=1536,
-        intermediate_size=8960,
-        num_hidden_layers=28,
-        num_attention_heads=12,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        vocab_size=151936,
-    ),
-    "qwen2.5-3b": dict(
-        hidden_size=2048,
-        intermediate_size=11008,
-        num_hidden_layers=36,
-        num_attention_heads=16,
-        num_key_value_heads=2,
-        tie_word_embeddings=True,
-        vocab_size=151936,
-    ),
-    "qwen2.5-7b": dict(
-        hidden_size=3584,
-        intermediate_size=18944,
-        num_hidden_layers=28,
-        num_attention_heads=28,
-        num_key_value_heads=4,
-        tie_word_embeddings=False,
-        vocab_size=152064,
-    ),
-    # For tests: the same code path in seconds on a CPU, with the real vocabulary.
-    "test": dict(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        tie_word_embeddings=True,
-        vocab_size=151936,
-    ),
-    # The published config.json values of Qwen3-4B and Qwen3-8B (base and post-trained share them): head_dim 128
-    # whatever the width (4B: 32 x 128 = 4,096 > 2,560), no q/k/v bias, an RMSNorm on each head's q and k.
-    "qwen3-4b": dict(
-        hidden_size=2560,
-        intermediate_size=9728,
-        num_hidden_layers=36,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        head_dim=128,
-        tie_word_embeddings=True,
-        vocab_size=151936,
-    ),
-    "qwen3-8b": dict(
-        hidden_size=4096,
-        intermediate_size=12288,
-        num_hidden_layers=36,
-        num_attention_heads=32,
-        num_key_value_heads=8,
-        head_dim=128,
-        tie_word_embeddings=False,
-        vocab_size=151936,
-    ),
-    # For tests: Qwen3's architecture and layout in seconds on a CPU, with the real vocabulary.
-    "qwen3-test": dict(
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        head_dim=32,
-        tie_word_embeddings=True,
-        vocab_size=151936,
-    ),
+    "qwen2.5-0.5b": _shape(896, 4864, 24, 14, 2, True),
+    "qwen2.5-1.5b": _shape(1536, 8960, 28, 12, 2, True),
+    "qwen2.5-3b": _shape(2048, 11008, 36, 16, 2, True),
+    "qwen2.5-7b": _shape(3584, 18944, 28, 28, 4, False, vocab=152064),  # 151,665 of them used
+    "test": _shape(64, 128, 2, 2, 1, True),
+    "qwen3-4b": _shape(2560, 9728, 36, 32, 8, True, head_dim=128),
+    "qwen3-8b": _shape(4096, 12288, 36, 32, 8, False, head_dim=128),
+    "qwen3-test": _shape(64, 128, 2, 2, 1, True, head_dim=32),
 }
 QWEN3_SHAPES: Final = frozenset(name for name in SHAPES if name.startswith("qwen3"))
 # Shared by every Qwen2.5 size.
@@ -130,8 +60,7 @@ _TOKENIZER_FILES: Final = ("tokenizer.json", "tokenizer_config.json", "special_t
 
 
 def shape_config(shape: str, **token_ids: int | None):
-    """The ``Qwen2Config`` (``Qwen3Config`` for a Qwen3 shape) of ``shape`` (no weights). Raises ValueError for an
-    unknown shape."""
+    """The ``Qwen2Config`` (``Qwen3Config`` for a Qwen3 shape) of ``shape``; ValueError for an unknown shape."""
     from transformers import Qwen2Config, Qwen3Config
 
     if shape not in SHAPES:
@@ -172,8 +101,7 @@ def protocol_texts() -> list[str]:
 
 
 def protocol_tokenizer(out: str | Path, bpe_size: int = 1024) -> Path:
-    """Saves a byte-level BPE learnt from the protocol's texts (ChatML template; eos ``<|im_end|>``, pad
-    ``<|endoftext|>``) to ``out``: every byte has a token, the tags split into several tokens as in Qwen's."""
+    """Saves to ``out`` a byte-level ChatML BPE of the protocol's texts (the tags split as in Qwen's)."""
     from mr_search.cpu.chatml_tokenizer import train_chatml_bpe
 
     fast = train_chatml_bpe(protocol_texts() * 4, bpe_size)
@@ -184,14 +112,10 @@ def protocol_tokenizer(out: str | Path, bpe_size: int = 1024) -> Path:
 
 
 def pad_tokenizer_json(data: dict[str, Any], size: int, keep_added_ids: bool = False) -> dict[str, int]:
-    """Pads ``data`` (a parsed tokenizer.json of a BPE model) with unused entries until its ids fill ``[0, size)``.
+    """Pads a parsed BPE tokenizer.json with unused entries until its ids fill ``[0, size)``; returns moved ids.
 
-    The entries go into ``model.vocab`` as ordinary tokens, ids right after the model's own. Added tokens that are
-    not in the model's vocabulary (e.g. the tiny policy's tag tokens) move to the last ids, where the tokenizers
-    library puts added tokens when it loads the file; with ``keep_added_ids`` (a Qwen3 download: ``<think>`` must stay
-    151667) added tokens whose ids directly follow the vocabulary's enter it at those ids and the padding follows them.
-    Returns the new id of every moved added token (content -> id). Raises ValueError for a non-BPE model, gaps in the
-    model's ids, or more tokens than ``size``.
+    Added tokens not in the vocabulary move to the last ids (where the tokenizers library puts them), unless
+    ``keep_added_ids`` (Qwen3's ``<think>`` must stay 151667).
     """
     model = data.get("model") or {}
     if model.get("type") != "BPE" or not isinstance(model.get("vocab"), dict):
@@ -227,9 +151,7 @@ def pad_tokenizer_json(data: dict[str, Any], size: int, keep_added_ids: bool = F
 def build_tokenizer(
     out: str | Path, vocab_size: int, tokenizer_dir: str | Path | None = None, qwen3: bool = False
 ) -> Path:
-    """Writes to ``out`` a tokenizer of exactly ``vocab_size`` ids: ``tokenizer_dir``'s (default: the protocol
-    BPE; with ``qwen3``, in Qwen3's layout and template) padded with unused entries; checks that it loads and that
-    every id decodes."""
+    """Writes a tokenizer of exactly ``vocab_size`` ids to ``out`` and checks that every id decodes."""
     from transformers import AutoTokenizer
 
     out = Path(out)
@@ -284,12 +206,7 @@ def build_tokenizer(
 def build_shaped_model(
     shape: str, out: str | Path, tokenizer_dir: str | Path | None = None, seed: int = 0
 ) -> tuple[Path, int]:
-    """Writes a randomly initialised Qwen2 (Qwen3 for a Qwen3 shape) of ``shape`` (bf16) and its padded tokenizer to
-    ``out``.
-
-    Returns:
-        ``(out, parameter count)``. Raises ValueError for an unknown shape or an unusable tokenizer.
-    """
+    """Writes a random bf16 model of ``shape`` and its padded tokenizer to ``out``; returns (out, parameters)."""
     import torch
     from transformers import AutoTokenizer
 
@@ -299,10 +216,7 @@ def build_shaped_model(
     build_tokenizer(out, SHAPES[shape]["vocab_size"], tokenizer_dir, qwen3=shape in QWEN3_SHAPES)
     tokenizer = AutoTokenizer.from_pretrained(out)
     config = shape_config(
-        shape,
-        bos_token_id=None,
-        eos_token_id=tokenizer.eos_token_id,
-        pad_token_id=tokenizer.pad_token_id,
+        shape, bos_token_id=None, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
     )
     torch.manual_seed(seed)
     device = "cuda" if torch.cuda.is_available() else "cpu"  # initialising 7B on a GPU takes seconds, not minutes

@@ -17,8 +17,7 @@ VERL_REPLAY_POLL_S = 2.0  # verl.trainer.ppo.v1.replay_buffer.ReplayBuffer's def
 DEFAULT_WEIGHT_SYNC_TIMEOUT_S = 300.0
 TRAINER_KEYS = ("replay_poll_s", "resume_steps", "weight_sync_timeout_s")  # the keys of mr_search.trainer
 
-# Per-GPU micro-batch keys of verl's actor_rollout_ref and what each is split out of: the update's out of one GPU's
-# share of a PPO mini-batch, the log-prob passes' out of one GPU's share of the whole step.
+# Per-GPU micro-batch keys and the batch each splits a GPU's share of (a PPO mini-batch, or the whole step).
 MICRO_BATCH_KEYS = (
     ("actor_rollout_ref.actor.ppo_micro_batch_size_per_gpu", "actor_rollout_ref.actor.ppo_mini_batch_size"),
     ("actor_rollout_ref.rollout.log_prob_micro_batch_size_per_gpu", "data.train_batch_size"),
@@ -27,14 +26,7 @@ MICRO_BATCH_KEYS = (
 
 
 def check_training_options(config: Any) -> None:
-    """Validates the episode and reward subtrees before any worker starts.
-
-    The short-context options (``mr_search.episode.context=previous_attempt``, ``max_context_tokens``) train
-    on-policy: the agent loop hands the trainer one row per context the engine saw (``mr_search.agent.segments``).
-
-    Raises:
-        ValueError: a bad value, naming the key and the valid values.
-    """
+    """Validates every ``mr_search.*`` subtree before any worker starts (ValueError naming the key)."""
     from mr_search.reward import RewardConfig
 
     EpisodeConfig.from_config(subtree(config, "episode"))
@@ -47,12 +39,7 @@ def check_training_options(config: Any) -> None:
 
 
 def replay_poll_seconds(config: Any) -> float:
-    """``mr_search.trainer.replay_poll_s``: how often verl's V1 replay buffer checks for a finished batch (verl's own
-    2.0 s when the key is absent).
-
-    Raises:
-        ValueError: not a number > 0, or an unknown key in ``mr_search.trainer``, naming the key.
-    """
+    """``mr_search.trainer.replay_poll_s`` (verl's 2.0 s when absent); unknown ``mr_search.trainer`` keys raise."""
     trainer = subtree(config, "trainer") or {}
     unknown = sorted(set(trainer) - set(TRAINER_KEYS))
     if unknown:
@@ -61,22 +48,13 @@ def replay_poll_seconds(config: Any) -> float:
 
 
 def weight_sync_timeout_seconds(config: Any) -> float:
-    """``mr_search.trainer.weight_sync_timeout_s``: how long a weight sync or an engine memory release may take before
-    the run ends (``mr_search.ops.engine_guard``); 300 s when the key is absent.
-
-    Raises:
-        ValueError: not a number > 0, naming the key.
-    """
+    """``mr_search.trainer.weight_sync_timeout_s``: how long an engine call may take (300 s when absent)."""
     hint = f"the longest weight sync measured: 5.5 s at the 7B shape; default {DEFAULT_WEIGHT_SYNC_TIMEOUT_S:g}"
     return _seconds(subtree(config, "trainer") or {}, "weight_sync_timeout_s", DEFAULT_WEIGHT_SYNC_TIMEOUT_S, hint)
 
 
 def _seconds(trainer: Any, key: str, default: float, hint: str) -> float:
-    """``mr_search.trainer.<key>`` (``trainer`` is that subtree), a number of seconds > 0; ``default`` when absent.
-
-    Raises:
-        ValueError: anything else, naming the key and ``hint``.
-    """
+    """``mr_search.trainer.<key>``: a number of seconds > 0, ``default`` when absent; ValueError otherwise."""
     value = trainer.get(key, default)
     if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
         raise ValueError(f"mr_search.trainer.{key}={value!r} must be a number of seconds > 0 ({hint})")
@@ -84,15 +62,7 @@ def _seconds(trainer: Any, key: str, default: float, hint: str) -> float:
 
 
 def resume_steps(config: Any) -> int:
-    """``mr_search.trainer.resume_steps``: after the last step, resume from the run's own checkpoints in the same
-    launch and train this many more steps (``mr_search.ops.resume_check``); 0 (absent): off.
-
-    The resume rewinds to the checkpoint before the last one first, so the run must keep both: at least 2 steps,
-    a checkpoint after each (``trainer.save_freq=1``), ``trainer.max_actor_ckpt_to_keep`` null or >= 2.
-
-    Raises:
-        ValueError: not a whole number >= 0, or settings that would not leave the two checkpoints, naming the key.
-    """
+    """``mr_search.trainer.resume_steps`` (0: off); the run must keep its last two checkpoints."""
     value = (subtree(config, "trainer") or {}).get("resume_steps", 0)
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise ValueError(f"mr_search.trainer.resume_steps={value!r} must be a whole number of steps >= 0 (0: off)")
@@ -119,16 +89,7 @@ def resume_steps(config: Any) -> int:
 
 
 def fit_micro_batches(config: Any) -> None:
-    """Each per-GPU micro-batch must divide the rows one GPU gets (verl asserts it in the first update, minutes in).
-
-    The update's micro-batch splits a GPU's share of a PPO mini-batch (``ppo_mini_batch_size x rollout.n / dp``
-    rows), the log-prob passes' split a GPU's share of the step (``data.train_batch_size x rollout.n / dp``), with
-    ``dp = n_gpus_per_node x nnodes / ulysses_sequence_parallel_size``. A micro-batch only bounds memory (the
-    computation is the same), so one that does not divide its share is set to the largest divisor of the share not
-    above it (the share itself when it is larger), with a warning naming both numbers: the paper preset's log-prob
-    micro-batch 8 on 2 GPUs with 8 questions x 5 (20 rows a GPU) runs with 5. Token-based micro-batches
-    (``use_dynamic_bsz``) have no such rule.
-    """
+    """Fits each per-GPU micro-batch to a divisor of its GPU's rows (verl asserts it minutes in), with a warning."""
     if not OmegaConf.is_config(config) or OmegaConf.select(
         config, "actor_rollout_ref.actor.use_dynamic_bsz", default=False
     ):

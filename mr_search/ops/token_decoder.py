@@ -1,11 +1,4 @@
-"""A policy's decoder and special-token ids read with the ``tokenizers`` package, without importing transformers.
-
-``python -m mr_search.ops.run_checks`` needs only to decode sampled ids and to know the special ids; importing
-transformers (and torch under it) for that took most of the checks' time (docs/gpu.md). A folder with a
-``tokenizer.json`` (every fast tokenizer) is read here with the same result as ``AutoTokenizer``'s
-``decode(ids, skip_special_tokens=False)`` and ``all_special_ids``; any other folder (or a config that asks for
-transformers' space clean-up after decoding) goes through transformers.
-"""
+"""A policy's decoder and special ids read with ``tokenizers``: importing transformers took most of run_checks' time."""
 
 from __future__ import annotations
 

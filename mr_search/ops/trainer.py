@@ -1,10 +1,4 @@
-"""The registered MR-Search trainer: the method's step with the run's operations beside it.
-
-``TrainerOps`` holds what keeps a GPU run honest and bounded, none of it the method: start-up checks of every
-``mr_search.*`` subtree, bounded engine calls (``mr_search.ops.engine_guard``), the in-launch resume check
-(``mr_search.ops.resume_check``), the replay buffer's poll interval and validation timing. Imported lazily
-(``mr_search.ops.trainer_registration``): it pulls in verl's whole V1 trainer stack.
-"""
+"""The registered MR-Search trainer: the method's step plus the run's operations (lazy: verl's V1 stack)."""
 
 from __future__ import annotations
 
@@ -16,12 +10,7 @@ from typing import Any
 
 from mr_search.ops.engine_guard import LastCheckpoint, dead_servers, replica_servers, run_bounded
 from mr_search.ops.resume_check import resume_and_continue
-from mr_search.ops.startup import (
-    check_training_options,
-    replay_poll_seconds,
-    resume_steps,
-    weight_sync_timeout_seconds,
-)
+from mr_search.ops.startup import check_training_options, replay_poll_seconds, resume_steps, weight_sync_timeout_seconds
 from mr_search.trainer.attempt_trainer import AttemptTrainer
 from mr_search.trainer.validation import validation_speed
 
@@ -38,8 +27,7 @@ class TrainerOps:
         super().__init__(config)
 
     def fit(self, agent_loop_manager: Any) -> None:
-        """verl's training loop; with ``mr_search.trainer.resume_steps`` > 0 it then resumes from the run's own last
-        checkpoint in this launch and trains that many more steps (``mr_search.ops.resume_check``)."""
+        """verl's training loop, then (``mr_search.trainer.resume_steps`` > 0) the in-launch resume and more steps."""
         super().fit(agent_loop_manager)
         steps = resume_steps(self.config)
         if steps and not self.config.trainer.get("val_only", False):
@@ -59,8 +47,7 @@ class TrainerOps:
         self.engine_call(f"the weight sync after step {self.global_steps}", super().on_step_end)
 
     def engine_call(self, what: str, call: Callable[[], None]) -> None:
-        """``call()`` under ``mr_search.trainer.weight_sync_timeout_s`` with the engine servers watched: a dead or hung
-        engine ends the run with the cause and the checkpoint to resume from, not a wait without end."""
+        """``call()`` bounded, with the engine servers watched: a dead or hung engine ends the run."""
         checkpoints = Path(self.config.trainer.default_local_dir)
         run_bounded(
             call,
@@ -71,8 +58,7 @@ class TrainerOps:
         )
 
     def _build_replay_buffer(self) -> Any:
-        """verl's replay buffer, polling every ``mr_search.trainer.replay_poll_s`` for a finished batch (verl: 2 s,
-        which rounds every generation phase up to a multiple of 2 s)."""
+        """verl's replay buffer at ``replay_poll_s`` (verl's 2 s rounds every generation up to 2 s)."""
         buffer = super()._build_replay_buffer()
         if hasattr(buffer, "poll_interval"):  # verl's built-in buffers; a custom sampler keeps its own
             buffer.poll_interval = replay_poll_seconds(self.config)

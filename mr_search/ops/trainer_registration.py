@@ -1,16 +1,4 @@
-"""The MR-Search trainer (``trainer.v1.trainer_mode=mr_search``), registered with verl's ``register_trainer``.
-
-The registered class is ``mr_search.ops.trainer.MRSearchTrainer``: the method's step
-(``mr_search.trainer.attempt_trainer``) with the run's operations beside it.
-
-The trainer module imports verl's whole V1 trainer stack, which must not be imported from the plugin while
-``import verl`` is still running (docs/cpu-backend.md#what-it-registers), and would slow every Ray worker's start. So
-``register()`` registers it at once only when verl's V1 trainer package is already loaded; otherwise it leaves a
-post-import hook (``mr_search.import_hooks``) that registers it right after ``verl.trainer.ppo.v1`` finishes
-loading. That package holds
-``get_trainer_cls``, so the trainer is registered in every process before verl can look it up (the V1 task
-runner imports the package inside ``run``).
-"""
+"""Registers the MR-Search trainer once ``verl.trainer.ppo.v1`` loads: not in ``import verl``, which it would slow."""
 
 from __future__ import annotations
 
@@ -52,8 +40,7 @@ def _register_after_import(module: ModuleType) -> None:
 
 
 def register() -> None:
-    """Registers the trainer now if verl's V1 trainer is loaded, else right after it loads
-    (``mr_search.import_hooks``, the one post-import mechanism of the plugin)."""
+    """Registers the trainer now if verl's V1 trainer is loaded, else right after it loads."""
     module = sys.modules.get(_V1_PACKAGE)
     initializing = getattr(getattr(module, "__spec__", None), "_initializing", False)
     if module is not None and not initializing:
