@@ -12,14 +12,7 @@ from mr_search.reward.scoring import METRICS, extract_answer, gold_answers
 
 @dataclass(frozen=True)
 class RewardConfig:
-    """How an attempt's answer is scored (docs/method.md#reward; defaults are the paper's).
-
-    Attributes:
-        metric: ``em`` (exact match, paper), ``f1`` (token F1) or ``subem`` (gold answer contained in
-            the prediction).
-        format_score: reward for an attempt that wrote a well-formed ``<answer>`` that scores 0
-            (Search-R1's format score; paper: 0.0).
-    """
+    """How an attempt's answer is scored (docs/method.md#reward); keys documented in ``configs/recipe/paper.yaml``."""
 
     metric: str = "em"
     format_score: float = 0.0

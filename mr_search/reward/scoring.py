@@ -7,8 +7,7 @@ from collections import Counter
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-# verl ships Search-R1's SQuAD-style normaliser; it is exactly docs/method.md#reward (lowercase, drop ASCII
-# punctuation, drop a/an/the, collapse whitespace), so we reuse it instead of keeping a copy.
+# verl ships Search-R1's SQuAD-style normaliser, exactly docs/method.md#reward: reused instead of copied.
 from verl.utils.reward_score.search_r1_like_qa_em import normalize_answer as _verl_normalize_answer
 
 _ANSWER_RE = re.compile(r"<answer>(.*?)</answer>", re.DOTALL)
@@ -21,11 +20,7 @@ def normalize_answer(text: str) -> str:
 
 
 def extract_answer(text: str) -> str | None:
-    """Returns the content of the LAST complete ``<answer>…</answer>`` in ``text`` (stripped), else None.
-
-    Text inside ``<information>`` blocks is environment text (retrieved passages), never the model's
-    answer, so it is skipped.
-    """
+    """The LAST complete ``<answer>…</answer>`` of ``text`` (stripped), else None; ``<information>`` is skipped."""
     text = _INFORMATION_RE.sub(" ", text)
     matches = _ANSWER_RE.findall(text)
     if not matches:
@@ -35,11 +30,7 @@ def extract_answer(text: str) -> str | None:
 
 
 def gold_answers(ground_truth: Any) -> list[str]:
-    """Turns a dataset row's ground truth into a list of gold strings.
-
-    Accepts ``{"target": [...]}`` (verl's ``reward_model.ground_truth``), a plain string, or any
-    iterable of strings (parquet gives numpy arrays).
-    """
+    """A row's ground truth as gold strings: ``{"target": [...]}``, a string, or any iterable (parquet's arrays)."""
     if isinstance(ground_truth, Mapping):
         if "target" not in ground_truth:
             raise ValueError(
@@ -82,10 +73,7 @@ def _f1(pred_tokens: list[str], gold_tokens: list[str]) -> float:
 
 
 def token_f1(prediction: str | None, golds: Iterable[str]) -> float:
-    """Best token-level F1 (SQuAD style, over normalised whitespace tokens) against any gold answer.
-
-    A yes/no/noanswer gold only matches the same word exactly (HotpotQA's official rule).
-    """
+    """Best SQuAD-style token F1 against any gold; a yes/no/noanswer gold only matches exactly (HotpotQA's rule)."""
     if prediction is None:
         return 0.0
     pred = normalize_answer(prediction)

@@ -1,9 +1,4 @@
-"""A verl ``reward.custom_reward_function`` for single-attempt runs (the K = 1 Search-R1 baseline).
-
-Use with ``reward.custom_reward_function.path=pkg://mr_search.reward.verl_reward`` and
-``reward.custom_reward_function.name=compute_score``; ``reward.custom_reward_function.reward_kwargs``
-may set ``metric`` (em | f1 | subem) and ``format_score``.
-"""
+"""A verl ``reward.custom_reward_function`` (``pkg://mr_search.reward.verl_reward``) for the K = 1 baseline."""
 
 from __future__ import annotations
 
@@ -22,11 +17,7 @@ def compute_score(
     format_score: float = 0.0,
     **kwargs: Any,
 ) -> dict[str, float]:
-    """Scores the LAST ``<answer>`` of a decoded response (passages in ``<information>`` are ignored).
-
-    Returns:
-        ``{"score": reward, "em": …, "f1": …, "has_answer": 0/1}``; verl logs the extra keys.
-    """
+    """Scores the LAST ``<answer>`` of a decoded response: ``{"score", "em", "f1", "has_answer"}`` (verl logs all)."""
     config = RewardConfig(metric=metric, format_score=format_score)
     golds = gold_answers(ground_truth)
     answer = extract_answer(solution_str)

@@ -1,9 +1,4 @@
-"""The per-step table a train_grpo_step.sh run folder ends with (``summary.md``).
-
-``python -m mr_search.runlog.run_summary RUN_DIR`` reads every launch's verl metrics (``RUN_DIR/metrics/*.jsonl``),
-writes ``RUN_DIR/summary.md`` and prints the table: EM at each attempt, the reflection gain, the mean reward,
-the actor's grad norm and the step time.
-"""
+"""The per-step table a train_grpo_step.sh run folder ends with (``summary.md``)."""
 
 from __future__ import annotations
 
@@ -56,8 +51,7 @@ def validation_lines(steps: Mapping[int, Mapping[str, Any]]) -> list[str]:
 
 
 def write_summary(run_dir: Path) -> str:
-    """Writes ``run_dir/summary.md`` and returns it: the per-step table (training steps only: a validation-only
-    line has no row), then one line per timed validation pass."""
+    """Writes ``run_dir/summary.md`` and returns it: the training steps' table, then the timed validation passes."""
     metrics = read_metrics(run_dir)
     steps = {
         step: data

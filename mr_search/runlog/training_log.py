@@ -1,15 +1,4 @@
-"""Per-step training figures of one verl run folder and its budget of sampled response tokens.
-
-verl's file logger writes ``<run>/metrics/<launch>.jsonl`` (one JSON line per step, ``{"step", "data"}``); a
-resumed run adds a file per launch. Two token counts per step:
-
-- sampled (response) tokens: verl's logged mean response length times the rows of the step (questions x
-  trajectories per question): everything after the prompt, as verl counts it, passages and reflection turns included;
-- model-written tokens: what the policy itself wrote, the MR-Search trainer's ``mr_search/model_tokens`` (loss-mask
-  tokens of the step's real rows; ``mr_search.trainer.metrics``), or the sum of its per-attempt
-  ``mr_search/attempt_<k>/trained_tokens`` in logs from before that metric. Logged whenever the ``mr_search``
-  estimator runs (any K); verl's own estimators log neither.
-"""
+"""Per-step training figures of one verl run folder (``metrics/<launch>.jsonl``) and its budget of tokens."""
 
 from __future__ import annotations
 
@@ -44,9 +33,7 @@ class StepRecord:
 
 
 def read_launches(run_dir: Path) -> list[dict[int, Mapping[str, Any]]]:
-    """``{step: data}`` of each launch of ``run_dir``, in launch order (one metrics file per launch, named by its
-    start time; lines of one step are merged, a later line's figure winning: verl logs a validation pass before
-    the first step of a launch as a line of its own)."""
+    """``{step: data}`` of each launch in order, a step's lines merged (a validation pass logs its own)."""
     files = sorted((Path(run_dir) / "metrics").glob("*.jsonl"))
     if not files:
         raise FileNotFoundError(f"{run_dir}/metrics/*.jsonl: no metrics; is this a train_grpo_step.sh run folder?")
@@ -67,8 +54,7 @@ def read_launches(run_dir: Path) -> list[dict[int, Mapping[str, Any]]]:
 
 
 def read_metrics(run_dir: Path) -> dict[int, Mapping[str, Any]]:
-    """``{step: data}`` over every launch of ``run_dir``, merged per step as within a launch (a later launch's
-    figure wins)."""
+    """``{step: data}`` over every launch, merged per step (a later launch's figure wins)."""
     steps: dict[int, Mapping[str, Any]] = {}
     for launch in read_launches(run_dir):
         for step, data in launch.items():
@@ -87,12 +73,7 @@ def is_validation_only(data: Mapping[str, Any]) -> bool:
 
 
 def logged_rows(step: int, data: Mapping[str, Any]) -> int:
-    """The rows (questions x trajectories per question) of one logged step, from verl's own figures: its token
-    count (``perf/total_num_tokens``, prompt and response of every row) over the mean prompt and response lengths.
-
-    Raises:
-        ValueError: a figure missing, or a count that is not a whole number of rows.
-    """
+    """The rows of a logged step: ``perf/total_num_tokens`` over mean prompt + response length, if whole."""
     missing = [key for key in (TOTAL_TOKENS, PROMPT_LENGTH, RESPONSE_LENGTH) if key not in data]
     if missing:
         raise ValueError(f"step {step}: {missing} not logged, so its rows are unknown; give the rows by hand")
@@ -144,11 +125,7 @@ def read_steps(run_dir: Path, rows: int) -> list[StepRecord]:
 
 
 def step_tokens(record: StepRecord, measure: str = "response") -> float:
-    """The step's ``response`` (sampled) or ``model`` (model-written) tokens.
-
-    Raises:
-        ValueError: an unknown measure, or model-written tokens asked of a step that did not log them.
-    """
+    """The step's ``response`` (sampled) or ``model`` (model-written) tokens; ValueError when not logged."""
     if measure == "response":
         return record.response_tokens
     if measure != "model":
@@ -172,10 +149,7 @@ def cumulative_tokens(steps: Sequence[StepRecord], measure: str = "response") ->
 
 
 def steps_to_reach(steps: Sequence[StepRecord], budget: float, measure: str = "response") -> int:
-    """Total steps a run needs for its tokens (``measure``) to reach ``budget``, extrapolating at its mean per step.
-
-    Returns the number of steps already run when they reach the budget.
-    """
+    """Total steps for the tokens (``measure``) to reach ``budget``, extrapolating at the mean per step."""
     if not steps:
         raise ValueError("steps_to_reach: no steps logged yet; run at least one step first")
     if budget <= 0:

@@ -1,9 +1,4 @@
-"""verl V1 sync trainer whose advantage step computes the attempt-level advantage from the rollout's columns.
-
-The method only: the run's operations (engine guards, resume check, replay poll, validation timing) sit beside it in
-``mr_search.ops.trainer``, whose ``MRSearchTrainer`` is the registered class. Imported lazily
-(``mr_search.ops.trainer_registration``): it pulls in verl's whole V1 trainer stack.
-"""
+"""verl V1 sync trainer whose advantage step computes the attempt-level advantage from the rollout's columns."""
 
 from __future__ import annotations
 
@@ -52,19 +47,7 @@ _VERL_FIELDS: Final = (
 
 
 class AttemptTrainer(PPOTrainerSync):
-    """verl's synchronous PPO trainer with the attempt-level advantage step
-    (docs/method.md#the-attempt-level-advantage).
-
-    With ``algorithm.adv_estimator=mr_search`` the advantage step fetches the per-attempt columns of
-    ``mr_search.contract`` from TransferQueue, aligns them with the padded batch (pad ids -1, verl's synthetic rows
-    cut to their length, grouping by uid), computes the per-attempt advantages once and spreads them over the
-    tokens; verl's KL-in-reward, rollout-correction and write-back steps are kept as verl has them
-    (``tests/mr_search/trainer`` runs verl's step beside this one). Any other estimator runs verl's own step
-    unchanged. Validation runs at ``mr_search.episode.val_attempts`` attempts when that is given.
-
-    verl switches to its replay-buffer async path for any ``trainer_mode`` other than "sync", so this trainer
-    reports "sync" (and reads ``trainer.v1.sync`` options) whatever name selected it.
-    """
+    """verl's sync PPO trainer with the attempt-level advantage step; always "sync" (else verl goes async)."""
 
     # TransferQueue client; a class attribute so that tests hand in an in-memory fake.
     transfer_queue: Any = None

@@ -10,32 +10,15 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import pad_sequence
 
-from mr_search.contract import (
-    ATTEMPT_IDS,
-    ATTEMPT_REWARDS,
-    ATTEMPT_STATUS,
-    EPISODE_ID,
-    PAD_ATTEMPT_ID,
-    AttemptStatus,
-)
+from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, EPISODE_ID, PAD_ATTEMPT_ID, AttemptStatus
 
-# verl's synthetic rows that make a batch divisible (verl/trainer/ppo/padding_utils.py) carry a uid starting
-# with this; verl's own uids are uuid4 hex strings, which cannot.
+# verl's synthetic padding rows (verl/trainer/ppo/padding_utils.py) have uids starting so; uuid4 hex uids cannot.
 PADDING_UID_PREFIX = "pad"
 
 
 @dataclass(frozen=True)
 class AttemptBatch:
-    """Per-attempt data of a batch, row-aligned with the padded trainer batch.
-
-    Attributes:
-        attempt_ids: int64 ``[B, T]`` attempt of each response token; ``PAD_ATTEMPT_ID`` past the row's length.
-        rewards: float32 ``[B, K]`` reward of each attempt as the rollout scored it.
-        status: int64 ``[B, K]`` ``AttemptStatus`` of each attempt (all ``ABSENT`` on verl's padding rows).
-        is_padding: bool ``[B]`` True on verl's synthetic padding rows.
-        episode_ids: int64 ``[B]`` meta-episode of each row (verl's padding rows get distinct negative ids), or
-            None when the rollout wrote no ``EPISODE_ID`` (each row is then a meta-episode of its own).
-    """
+    """Per-attempt data row-aligned with the padded trainer batch (``episode_ids`` None: a row per meta-episode)."""
 
     attempt_ids: torch.Tensor
     rewards: torch.Tensor
@@ -66,24 +49,7 @@ def attempt_batch_from_columns(
     uids: Sequence[str] | np.ndarray,
     width: int,
 ) -> AttemptBatch:
-    """Aligns the contract columns (``mr_search.contract``) with the trainer's right-padded response batch.
-
-    Args:
-        columns: ``{ATTEMPT_IDS: [B, L_b], ATTEMPT_REWARDS: [B, K], ATTEMPT_STATUS: [B, K]}`` and optionally
-            ``EPISODE_ID: [B, 1]``, as TransferQueue returns them (jagged nested tensors; padded tensors and lists
-            also accepted).
-        response_lengths: ``[B]`` response length of each row (its response mask's length).
-        uids: ``[B]`` group uid of each row, used only to recognise verl's synthetic padding rows.
-        width: T, the padded response width of the trainer batch (the batch's longest response).
-
-    Returns:
-        The batch's ``AttemptBatch``. Attempt ids are padded with -1 (never 0, which is attempt 0) and cut to each
-        row's length; padding rows (uid ``pad...``, copies of the first row with a 1-token response) have their
-        copied ids cut to that length and every attempt ``ABSENT``.
-
-    Raises:
-        ValueError: a column is missing, or a real row's attempt ids do not have one entry per response token.
-    """
+    """Aligns the contract columns with the trainer's right-padded batch; attempt ids are padded with -1, never 0."""
     missing = [name for name in (ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS) if name not in columns]
     if missing:
         raise ValueError(

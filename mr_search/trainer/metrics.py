@@ -22,25 +22,8 @@ def attempt_statistics(
     is_padding: torch.Tensor,
     episode_rows: torch.Tensor | None = None,
 ) -> dict[str, float]:
-    """Summarises a batch per attempt (1-based names, as evaluation reports attempts k = 1..K).
-
-    Args:
-        advantages: float ``[B, K]`` attempt advantages.
-        rewards: float ``[B, K]`` attempt rewards.
-        present: bool ``[B, K]``.
-        token_advantages: float ``[B, T]`` the advantages the actor trains on.
-        attempt_ids: int ``[B, T]`` (-1 on padding).
-        response_mask: ``[B, T]``.
-        is_padding: bool ``[B]`` verl's synthetic rows, left out.
-        episode_rows: int64 ``[E]`` one row of each meta-episode, over which the per-attempt statistics (all but
-            trained_tokens and the token statistics) are taken; None: every row (one row per meta-episode).
-
-    Returns:
-        ``{"mr_search/attempt_k/<stat>": value}`` with present_frac, reward_mean, adv_mean, adv_std, adv_min,
-        adv_max, adv_nonzero_frac (over present attempts) and trained_tokens (loss-mask tokens of attempt k); plus
-        ``mr_search/num_attempts`` and ``mr_search/model_tokens``: every token the policy wrote in the step (loss mask
-        1 on a real row), passages, reflection turns and corrective messages left out: the budget the lab's
-        comparison matches its arms on (``response_length/mean`` counts the environment's tokens too).
+    """Per-attempt statistics over one row per meta-episode, plus ``mr_search/model_tokens``: what the policy wrote, the
+    budget the lab's comparison matches its arms on (``response_length/mean`` counts the environment's too).
     """
     real = ~is_padding
     trained = response_mask.bool() & real[:, None]
@@ -77,11 +60,7 @@ def attempt_statistics(
 
 
 def trajectory_fields(extra_fields: Sequence[Any], uids: Sequence[Any]) -> Iterator[dict[str, Any]]:
-    """The agent loop's ``extra_fields`` of a step's real meta-episodes, one each (verl's padding rows left out).
-
-    A meta-episode trained as several rows (``mr_search.agent.segments``) is read from its last row, which holds its
-    records (verl copies the last row's ``reward_extra_info`` to the others).
-    """
+    """The ``extra_fields`` of a step's real meta-episodes, one each: a multi-row one from its last row."""
     for fields, uid in zip(extra_fields, uids, strict=True):
         if isinstance(fields, dict) and not str(uid).startswith("pad"):
             segment = fields.get(SEGMENT)
@@ -91,11 +70,7 @@ def trajectory_fields(extra_fields: Sequence[Any], uids: Sequence[Any]) -> Itera
 
 
 def episode_statistics(extra_fields: list, uids: list[str]) -> dict[str, float]:
-    """Step means of the agent loop's per-trajectory scalars (``reward_extra_info``: EM/F1 and searches per
-    attempt, reflection gain, invalid turns, search failures, truncation), verl's padding rows left out.
-
-    verl's V1 trainer averages ``reward_extra_info`` only in validation; the trainer logs training steps here.
-    """
+    """Step means of the agent loop's ``reward_extra_info`` (verl's V1 trainer averages it in validation only)."""
     from mr_search.agent.output import aggregate_metrics
 
     rows = [

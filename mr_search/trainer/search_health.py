@@ -39,11 +39,7 @@ def search_failures(extra_fields: Sequence[Any], uids: Sequence[Any]) -> SearchF
 
 
 def check_search_failures(failures: SearchFailures, config: RetrieverConfig) -> None:
-    """Raises when more than ``config.max_failure_rate`` of the step's searches failed.
-
-    Raises:
-        RuntimeError: naming the service URL, the share that failed and the last error.
-    """
+    """RuntimeError naming the service when more than ``max_failure_rate`` of the step's searches failed."""
     if failures.failed and failures.rate > config.max_failure_rate:
         raise RuntimeError(
             f"{failures.failed} of {failures.run} searches of this training step failed after "
@@ -55,11 +51,7 @@ def check_search_failures(failures: SearchFailures, config: RetrieverConfig) -> 
 
 
 def check_generation_timeouts(extra_fields: Sequence[Any], uids: Sequence[Any], timeout_s: float) -> None:
-    """Raises when a model turn of this step waited longer than ``timeout_s`` for the rollout engine.
-
-    Raises:
-        RuntimeError: how many meta-episodes hit the limit, and how to go on.
-    """
+    """RuntimeError when a model turn of this step waited past ``timeout_s`` for the rollout engine."""
     hung = sum(int(fields.get(GENERATION_TIMEOUTS, 0) or 0) for fields in trajectory_fields(extra_fields, uids))
     if hung:
         raise RuntimeError(

@@ -1,8 +1,4 @@
-"""Validation passes: at which K (``AttemptsOnRows``), and how fast they went (``val-speed/*``, logged by the MR-Search
-trainer and read by ``run_summary``).
-
-Free of torch and verl, so that the end-of-run summary does not import them.
-"""
+"""Validation passes: at which K and how fast; free of torch and verl for the end-of-run summary."""
 
 from __future__ import annotations
 
@@ -28,8 +24,7 @@ def validation_speed(meta_episodes: int, seconds: float) -> dict[str, float]:
 
 
 class AttemptsOnRows:
-    """A dataloader whose batches carry ``attempts`` as every row's own K (``contract.ROW_ATTEMPTS``): the agent loop
-    then plays that many attempts for them. Everything else is the wrapped loader's."""
+    """A dataloader whose batches carry ``attempts`` as every row's own K (``contract.ROW_ATTEMPTS``)."""
 
     def __init__(self, loader: Iterable[dict[str, Any]], attempts: int) -> None:
         if attempts < 1:
