@@ -128,8 +128,12 @@ def summarize(out: Path) -> str:
     if shared:
         share = sharing(alone["fast"], shared)
         result["sharing"] = share
-        lines += ["## Runs side by side on the one card (fast profile)", "", "| runs | mean step s | slowdown |",
-                  "|---|---|---|"]
+        lines += [
+            "## Runs side by side on the one card (fast profile)",
+            "",
+            "| runs | mean step s | slowdown |",
+            "|---|---|---|",
+        ]
         lines += [f"| {n} | {r['step_s']:.1f} | {r['slowdown']:.2f}x |" for n, r in share["shared"].items()]
         lines += ["", f"most runs within {SLOWDOWN_LIMIT}x: **{share['runs_within_limit']}**", ""]
         for n, splits in shared.items():

@@ -73,11 +73,15 @@ def test_the_report_leaves_out_the_warm_up_step_and_gives_the_ratio_and_the_shar
 def test_the_command_line_says_what_is_missing(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "mr_search_embedded.gpu_step", "summarize", str(tmp_path)],
-        capture_output=True, text=True, check=False,
+        capture_output=True,
+        text=True,
+        check=False,
     )
     assert result.returncode == 1 and "the fast profile's run is missing" in result.stderr
     shown = subprocess.run(
         [sys.executable, "-m", "mr_search_embedded.gpu_step", "overrides", "fast"],
-        capture_output=True, text=True, check=True,
+        capture_output=True,
+        text=True,
+        check=True,
     )
     assert shown.stdout.splitlines() == list(gpu_step.overrides("fast"))

@@ -83,8 +83,9 @@ def _repo_path(path: Path) -> str:
     to the checkout this module runs from (a GPU node's copy of the tree has no git history), else as is."""
     import subprocess
 
-    top = subprocess.run(["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"], capture_output=True,
-                         text=True, check=False).stdout.strip()
+    top = subprocess.run(
+        ["git", "-C", str(path.parent), "rev-parse", "--show-toplevel"], capture_output=True, text=True, check=False
+    ).stdout.strip()
     checkout = Path(__file__).resolve().parents[4]
     roots = [Path(top)] if top else []
     if (checkout / "examples" / "embedded_world" / "pyproject.toml").is_file():
@@ -247,8 +248,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(arm.name, arm.attempts, arm.turns, gamma, arm.eval_attempts, arm.shape, arm.first_steps)
         elif args.command == "gate":
             found = gate.check(args.plan, args.work, enabled=not args.off, record_path=args.record)
-            print(f"plan committed at {found['plan_committed_at']} ({found['plan_commit']})" if not args.off
-                  else "plan gate off (PLAN_GATE=0): this run tests nothing")
+            print(
+                f"plan committed at {found['plan_committed_at']} ({found['plan_commit']})"
+                if not args.off
+                else "plan gate off (PLAN_GATE=0): this run tests nothing"
+            )
         elif args.command == "launch":
             print(gate.launch(args.work, args.what))
         elif args.command == "recompute":

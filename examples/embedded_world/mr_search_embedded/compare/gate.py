@@ -43,8 +43,10 @@ def committed_plan(plan: Path) -> dict[str, str]:
     if not plan.is_file():
         raise PlanNotCommitted(f"{plan}: no plan to check; compare.sh writes it before the gate")
     folder = plan.parent
-    fix = (f"review it, then commit it (git add {plan} && git commit -m 'plan: <world> comparison') and run the "
-           "same command again; PLAN_GATE=0 runs without the gate, as a run that tests nothing")
+    fix = (
+        f"review it, then commit it (git add {plan} && git commit -m 'plan: <world> comparison') and run the "
+        "same command again; PLAN_GATE=0 runs without the gate, as a run that tests nothing"
+    )
     if _git(folder, "rev-parse", "--show-toplevel").returncode != 0:
         raise PlanNotCommitted(f"{plan} is not in a git repository, so its commit cannot precede the runs: {fix}")
     if _git(folder, "ls-files", "--error-unmatch", plan.name).returncode != 0:
@@ -113,8 +115,11 @@ def provenance(work: Path) -> dict[str, Any]:
     work = Path(work)
     gate = json.loads((work / GATE).read_text(encoding="utf-8")) if (work / GATE).is_file() else {}
     path = work / LAUNCHES
-    launches = [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()] \
-        if path.is_file() else []
+    launches = (
+        [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]
+        if path.is_file()
+        else []
+    )
     return {
         "plan_gate": gate.get("gate"),
         "plan_commit": gate.get("plan_commit"),

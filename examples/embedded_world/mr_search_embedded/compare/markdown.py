@@ -189,13 +189,17 @@ def render_report(
     parts = [comparison["plan_text"].rstrip(), "", "## The run", ""]
     parts += [f"- {key}: {value}" for key, value in meta.items()]
     if comparison.get("plan_gate"):
-        parts.append(f"- plan committed at {comparison['plan_committed_at']} ({comparison['plan_commit'][:12]}); "
-                     f"first launch at {comparison.get('first_launch_at')}")
+        parts.append(
+            f"- plan committed at {comparison['plan_committed_at']} ({comparison['plan_commit'][:12]}); "
+            f"first launch at {comparison.get('first_launch_at')}"
+        )
     elif comparison.get("plan_gate") is False:
         parts.append("- plan gate off (PLAN_GATE=0): a run that tests nothing")
     if comparison.get("records"):
-        parts.append(f"- per-question records: `{comparison['records']}` (`python -m mr_search_embedded.compare "
-                     "recompute <report folder>` recomputes the test from them)")
+        parts.append(
+            f"- per-question records: `{comparison['records']}` (`python -m mr_search_embedded.compare "
+            "recompute <report folder>` recomputes the test from them)"
+        )
     parts.append(f"- seeds finished: {', '.join(map(str, comparison['seeds']))}")
     if comparison["unfinished_seeds"]:
         parts.append(f"- seeds NOT finished (left out): {', '.join(map(str, comparison['unfinished_seeds']))}")

@@ -26,12 +26,26 @@ from mr_search_embedded.compare.layout import TRAJECTORIES, SeedDirs
 
 RECORDS: Final = "records.jsonl.xz"
 # Two-sided 95% Student t quantiles by degrees of freedom (seeds - 1); the normal 1.96 beyond 30.
-_T95: Final = {1: 12.706, 2: 4.303, 3: 3.182, 4: 2.776, 5: 2.571, 6: 2.447, 7: 2.365, 8: 2.306, 9: 2.262, 10: 2.228,
-               15: 2.131, 20: 2.086, 30: 2.042}
+_T95: Final = {
+    1: 12.706,
+    2: 4.303,
+    3: 3.182,
+    4: 2.776,
+    5: 2.571,
+    6: 2.447,
+    7: 2.365,
+    8: 2.306,
+    9: 2.262,
+    10: 2.228,
+    15: 2.131,
+    20: 2.086,
+    30: 2.042,
+}
 
 
-def _attempt_rows(record: Mapping[str, Any], arm: str, seed: int | None, split: str, hops: str,
-                  attempts: int) -> Iterable[dict[str, Any]]:
+def _attempt_rows(
+    record: Mapping[str, Any], arm: str, seed: int | None, split: str, hops: str, attempts: int
+) -> Iterable[dict[str, Any]]:
     done = record.get("attempts") or []
     for k in range(attempts):
         source = done[min(k, len(done) - 1)] if done else {}
@@ -63,8 +77,9 @@ def collect(
             mine = sorted((r for r in found if r.get("method") == arm.name), key=lambda r: position[str(r["uid"])])
             for record in mine:
                 uid = str(record["uid"])
-                rows.extend(_attempt_rows(record, arm.name, d.seed, split, kinds.get(uid, "unknown"),
-                                          arm.eval_attempts))
+                rows.extend(
+                    _attempt_rows(record, arm.name, d.seed, split, kinds.get(uid, "unknown"), arm.eval_attempts)
+                )
     return rows
 
 
@@ -130,8 +145,12 @@ def recompute(report_dir: Path) -> dict[str, Any]:
     scores = scores_from(rows, arms)
     kinds = {r["question"]: r["hops"] for r in rows}
     stored = comparison["final_answer_test"]
-    split = {"split": stored.get("split"), "parquet": stored.get("parquet"), "probed": stored.get("probed"),
-             "reason": stored.get("probed_why", "")}
+    split = {
+        "split": stored.get("split"),
+        "parquet": stored.get("parquet"),
+        "probed": stored.get("probed"),
+        "reason": stored.get("probed_why", ""),
+    }
     boot = stored["bootstrap"]
     test = final_answer_test(scores, kinds, split, boot["resamples"], boot["seed"])
     return {"final_answer_test": test, "seed_interval": seed_interval(scores)}

@@ -184,4 +184,3 @@ def test_an_edit_to_the_script_while_it_runs_does_not_change_the_running_one(tmp
     assert (tmp_path / "edited").exists() and "exit 7" in copy.read_text(), "the script was edited under the run"
     assert result.returncode not in (0, 7), result.stderr
     assert "the plan gate stopped the run" in result.stderr, result.stderr[-2000:]
-

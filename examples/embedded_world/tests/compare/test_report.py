@@ -254,7 +254,6 @@ def test_cli_budget_report_and_errors(work: Path, tmp_path: Path, capsys: pytest
     assert "compare.sh writes them before training" in capsys.readouterr().err
 
 
-
 def test_the_records_hold_every_question_arm_seed_and_attempt_and_recompute_the_test(
     work: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -301,8 +300,9 @@ def test_the_report_names_engine_control_updates_and_the_times(work: Path, tmp_p
 
 
 def _git(repo: Path, *args: str) -> None:
-    subprocess.run(["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True,
-                   capture_output=True)
+    subprocess.run(
+        ["git", "-C", str(repo), "-c", "user.name=t", "-c", "user.email=t@t", *args], check=True, capture_output=True
+    )
 
 
 def test_the_gate_refuses_a_plan_until_it_is_committed_as_it_stands(tmp_path: Path) -> None:
