@@ -116,3 +116,45 @@ class FakeTransferQueue:
 @pytest.fixture
 def fake_tq() -> FakeTransferQueue:
     return FakeTransferQueue()
+
+
+@pytest.fixture
+def advantage_trainer(fake_tq: FakeTransferQueue) -> Callable[..., Any]:
+    """``advantage_trainer(queue=None, credit_gamma=1.0, **algorithm)``: an ``AttemptTrainer`` without workers.
+
+    Its advantage step is the real one, over ``queue`` (default ``fake_tq``); ``credit_gamma`` is MR-Search's
+    gamma, ``algorithm`` overrides verl's ``algorithm`` keys. Nothing else of the trainer is built.
+    """
+    from omegaconf import OmegaConf
+
+    from mr_search.advantage import register as register_estimator
+    from mr_search.trainer.attempt_trainer import (
+        AttemptTrainer,
+        advantage_config_of,
+        episode_config_of,
+        retriever_config_of,
+    )
+
+    def make(queue: Any = None, credit_gamma: float = 1.0, **algorithm: Any) -> AttemptTrainer:
+        config = OmegaConf.create(
+            {
+                "algorithm": {
+                    "adv_estimator": "mr_search",
+                    "use_kl_in_reward": False,
+                    "kl_penalty": "kl",
+                    "rollout_correction": None,
+                    **algorithm,
+                },
+                "mr_search": {"advantage": {"gamma": credit_gamma, "baseline": "loo"}},
+            }
+        )
+        register_estimator()  # as AttemptTrainer.__init__ does
+        trainer = AttemptTrainer.__new__(AttemptTrainer)
+        trainer.config = config
+        trainer.advantage_config = advantage_config_of(config)
+        trainer.retriever_config = retriever_config_of(config)
+        trainer.episode_config = episode_config_of(config)
+        trainer.transfer_queue = fake_tq if queue is None else queue
+        return trainer
+
+    return make

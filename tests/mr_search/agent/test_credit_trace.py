@@ -14,17 +14,9 @@ from typing import Any
 
 import pytest
 import torch
-from omegaconf import OmegaConf
 from transfer_queue import KVBatchMeta
 
-from mr_search.advantage import register as register_estimator
 from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS
-from mr_search.trainer.attempt_trainer import (
-    AttemptTrainer,
-    advantage_config_of,
-    episode_config_of,
-    retriever_config_of,
-)
 
 SEARCH = "<think>need facts</think>\n<search>Freedonia capital</search>"
 SCRIPTS = {  # attempt rewards: wins late (0, 1, 1), never (0, 0, 0), right first then wrong (1, 0, 0)
@@ -72,20 +64,8 @@ def _rows(outputs: dict[str, Any]) -> dict[str, dict]:
     return rows
 
 
-def _advantages(fake_tq, outputs: dict[str, Any], gamma: float) -> dict[str, list[float]]:
-    config = OmegaConf.create(
-        {
-            "algorithm": {"adv_estimator": "mr_search", "use_kl_in_reward": False, "kl_penalty": "kl"},
-            "mr_search": {"advantage": {"gamma": gamma, "baseline": "loo"}},
-        }
-    )
-    register_estimator()
-    trainer = AttemptTrainer.__new__(AttemptTrainer)  # the advantage step needs no workers
-    trainer.config = config
-    trainer.advantage_config = advantage_config_of(config)
-    trainer.retriever_config = retriever_config_of(config)
-    trainer.episode_config = episode_config_of(config)
-    trainer.transfer_queue = fake_tq
+def _advantages(fake_tq, advantage_trainer, outputs: dict[str, Any], gamma: float) -> dict[str, list[float]]:
+    trainer = advantage_trainer(credit_gamma=gamma)
     fake_tq.put_rows(_rows(outputs))
     keys = [f"key-{name}" for name in outputs]
     trainer._compute_advantage(KVBatchMeta(partition_id="train", keys=keys, tags=[{} for _ in keys]), {})
@@ -94,11 +74,11 @@ def _advantages(fake_tq, outputs: dict[str, Any], gamma: float) -> dict[str, lis
 
 @pytest.mark.parametrize("gamma", [1.0, 0.0])
 async def test_the_late_win_reaches_the_first_search_and_the_reply_to_the_reflection(
-    kit: SimpleNamespace, tokenizer: Any, fake_tq, gamma: float
+    kit: SimpleNamespace, tokenizer: Any, fake_tq, advantage_trainer, gamma: float
 ) -> None:
     outputs = await _outputs(kit)
     assert [o.attempt_rewards for o in outputs.values()] == [[0.0, 1.0, 1.0], [0.0, 0.0, 0.0], [1.0, 0.0, 0.0]]
-    advantages = _advantages(fake_tq, outputs, gamma)
+    advantages = _advantages(fake_tq, advantage_trainer, outputs, gamma)
     for name, out in outputs.items():
         want = [EXPECTED[gamma][name][a] * m for a, m in zip(out.attempt_ids, out.response_mask, strict=True)]
         assert advantages[name] == pytest.approx(want), name

@@ -14,14 +14,11 @@ from verl.trainer.ppo import core_algos
 from verl.trainer.ppo.v1 import trainer_base
 
 from mr_search.advantage import AdvantageConfig, attempt_advantages
-from mr_search.advantage import register as register_estimator
 from mr_search.advantage.core import attempt_advantages as formula
 from mr_search.contract import ATTEMPT_IDS, ATTEMPT_REWARDS, ATTEMPT_STATUS, EPISODE_ID
 from mr_search.trainer.attempt_trainer import (
     AttemptTrainer,
     advantage_config_of,
-    episode_config_of,
-    retriever_config_of,
 )
 
 # (uid, per-token attempt ids, response mask, attempt rewards, attempt status: 1 complete, 2 truncated)
@@ -113,29 +110,6 @@ def _padding_row(template: dict) -> dict:
     return row
 
 
-def _trainer(fake_tq, **algorithm) -> AttemptTrainer:
-    config = OmegaConf.create(
-        {
-            "algorithm": {
-                "adv_estimator": "mr_search",
-                "use_kl_in_reward": False,
-                "kl_penalty": "kl",
-                "rollout_correction": None,
-                **algorithm,
-            },
-            "mr_search": {"advantage": {"gamma": 1.0, "baseline": "loo"}},
-        }
-    )
-    register_estimator()  # as AttemptTrainer.__init__ does
-    trainer = AttemptTrainer.__new__(AttemptTrainer)  # the advantage step needs no workers
-    trainer.config = config
-    trainer.advantage_config = advantage_config_of(config)
-    trainer.retriever_config = retriever_config_of(config)
-    trainer.episode_config = episode_config_of(config)
-    trainer.transfer_queue = fake_tq
-    return trainer
-
-
 @pytest.fixture
 def batch(fake_tq) -> KVBatchMeta:
     # Rows in the order verl's batch balancing left them, verl's padding row among them.
@@ -150,9 +124,9 @@ def _written(fake_tq, name: str, field: str) -> list[float]:
     return fake_tq.rows[f"key-{name}"][field].tolist()
 
 
-def test_each_token_gets_its_attempts_advantage_grouped_by_uid(fake_tq, batch: KVBatchMeta) -> None:
+def test_each_token_gets_its_attempts_advantage_grouped_by_uid(fake_tq, advantage_trainer, batch: KVBatchMeta) -> None:
     metrics: dict = {}
-    _trainer(fake_tq)._compute_advantage(batch, metrics)
+    advantage_trainer()._compute_advantage(batch, metrics)
     for name, (_, ids, mask, _, _) in TRAJECTORIES.items():
         want = [EXPECTED[name][s] * m for s, m in zip(ids, mask, strict=True)]
         assert _written(fake_tq, name, "advantages") == pytest.approx(want), name
@@ -166,15 +140,15 @@ def test_each_token_gets_its_attempts_advantage_grouped_by_uid(fake_tq, batch: K
     assert metrics["mr_search/attempt_1/trained_tokens"] == 8.0
 
 
-def test_zero_rewards_everywhere_give_zero_advantages(fake_tq, batch: KVBatchMeta) -> None:
+def test_zero_rewards_everywhere_give_zero_advantages(fake_tq, advantage_trainer, batch: KVBatchMeta) -> None:
     for row in fake_tq.rows.values():
         row[ATTEMPT_REWARDS] = torch.zeros_like(row[ATTEMPT_REWARDS])
-    _trainer(fake_tq)._compute_advantage(batch, {})
+    advantage_trainer()._compute_advantage(batch, {})
     assert all(torch.count_nonzero(row["advantages"]) == 0 for row in fake_tq.rows.values())
 
 
-def test_kl_in_reward_counts_towards_each_attempts_reward(fake_tq, batch: KVBatchMeta) -> None:
-    trainer = _trainer(fake_tq, use_kl_in_reward=True)
+def test_kl_in_reward_counts_towards_each_attempts_reward(fake_tq, advantage_trainer, batch: KVBatchMeta) -> None:
+    trainer = advantage_trainer(use_kl_in_reward=True)
     trainer.kl_ctrl_in_reward = core_algos.FixedKLController(kl_coef=0.5)
     metrics: dict = {}
     trainer._compute_advantage(batch, metrics)
@@ -199,19 +173,19 @@ def test_kl_in_reward_counts_towards_each_attempts_reward(fake_tq, batch: KVBatc
         assert _written(fake_tq, name, "advantages") == pytest.approx(expected, abs=1e-6), name
 
 
-def test_options_of_the_config_subtree_are_used(fake_tq, batch: KVBatchMeta) -> None:
-    trainer = _trainer(fake_tq)
+def test_options_of_the_config_subtree_are_used(fake_tq, advantage_trainer, batch: KVBatchMeta) -> None:
+    trainer = advantage_trainer()
     trainer.advantage_config = AdvantageConfig(gamma=0.0)
     trainer._compute_advantage(batch, {})
     # gamma = 0: a1's first attempt (reward 0 like a2's) gets no credit from its right second attempt.
     assert _written(fake_tq, "a1", "advantages") == [0.0, 0.0, 0.0, 1.0, 1.0]
 
 
-def test_missing_attempt_columns_fail_with_a_clear_message(fake_tq, batch: KVBatchMeta) -> None:
+def test_missing_attempt_columns_fail_with_a_clear_message(fake_tq, advantage_trainer, batch: KVBatchMeta) -> None:
     for row in fake_tq.rows.values():
         del row[ATTEMPT_IDS]
     with pytest.raises(ValueError, match="agent loop"):
-        _trainer(fake_tq)._compute_advantage(batch, {})
+        advantage_trainer()._compute_advantage(batch, {})
 
 
 def test_reports_sync_mode_whatever_name_selected_it() -> None:
@@ -229,7 +203,9 @@ def test_advantage_config_is_read_from_the_mr_search_subtree() -> None:
         advantage_config_of(OmegaConf.create({"mr_search": {"advantage": {"discount": 1.0}}}))
 
 
-def test_one_attempt_each_gives_exactly_verls_own_leave_one_out_step(fake_tq, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_one_attempt_each_gives_exactly_verls_own_leave_one_out_step(
+    fake_tq, advantage_trainer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # With one attempt per trajectory the attempt-level advantage is the trajectory's leave-one-out advantage, which
     # is verl's own rloo estimator: our advantage step (the columns, the alignment, the spread, verl's KL-in-reward and
     # write-back kept as verl has them) must write what verl's own step writes, field for field.
@@ -249,7 +225,7 @@ def test_one_attempt_each_gives_exactly_verls_own_leave_one_out_step(fake_tq, mo
         queue.put_rows({f"key-{name}": one_attempt(name) for name in TRAJECTORIES})
         keys = [f"key-{name}" for name in TRAJECTORIES]
         meta = KVBatchMeta(partition_id="train", keys=keys, tags=[{} for _ in keys])
-        trainer = _trainer(queue, adv_estimator=estimator, use_kl_in_reward=True, gamma=1.0, lam=1.0)
+        trainer = advantage_trainer(queue, adv_estimator=estimator, use_kl_in_reward=True, gamma=1.0, lam=1.0)
         trainer.config.actor_rollout_ref = {"rollout": {"n": 2}}
         monkeypatch.setattr(trainer_base, "tq", queue)  # verl's own step reads the module's TransferQueue client
         trainer.kl_ctrl_in_reward = core_algos.FixedKLController(kl_coef=0.5)
@@ -262,7 +238,9 @@ def test_one_attempt_each_gives_exactly_verls_own_leave_one_out_step(fake_tq, mo
     assert any(any(v != 0 for v in row["advantages"]) for row in written["rloo"].values()), "a non-trivial batch"
 
 
-def test_uids_arrive_as_an_object_array(fake_tq, batch: KVBatchMeta, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_uids_arrive_as_an_object_array(
+    fake_tq, advantage_trainer, batch: KVBatchMeta, monkeypatch: pytest.MonkeyPatch
+) -> None:
     import mr_search.trainer.attempt_trainer as attempt_trainer
 
     seen = {}
@@ -273,14 +251,14 @@ def test_uids_arrive_as_an_object_array(fake_tq, batch: KVBatchMeta, monkeypatch
         return original(rewards, status, index, options, episode_ids)
 
     monkeypatch.setattr(attempt_trainer, "per_attempt_advantages", spy)
-    _trainer(fake_tq)._compute_advantage(batch, {})
+    advantage_trainer()._compute_advantage(batch, {})
     assert isinstance(seen["index"], np.ndarray)
     assert list(seen["index"]) == ["B", "A", "pad0123abc", "B", "A", "B"]
     assert seen["rewards"].shape == (6, 2)
     assert seen["options"] == AdvantageConfig()
 
 
-def test_agent_loop_scalars_are_logged_per_training_step(fake_tq, batch: KVBatchMeta) -> None:
+def test_agent_loop_scalars_are_logged_per_training_step(fake_tq, advantage_trainer, batch: KVBatchMeta) -> None:
     per_trajectory = {
         "a1": {"em_at_1": 0.0, "em_at_2": 1.0, "reflection_gain": 1.0, "search_failures": 2},
         "a2": {"em_at_1": 0.0, "em_at_2": 0.0, "reflection_gain": 0.0, "search_failures": 0},
@@ -293,14 +271,14 @@ def test_agent_loop_scalars_are_logged_per_training_step(fake_tq, batch: KVBatch
     # verl's padding row copies the first sample's fields: it must not count twice.
     fake_tq.rows["key-pad"]["extra_fields"] = {"reward_extra_info": per_trajectory["b1"]}
     metrics: dict = {}
-    _trainer(fake_tq)._compute_advantage(batch, metrics)
+    advantage_trainer()._compute_advantage(batch, metrics)
     assert metrics["mr_search/em_at_1"] == pytest.approx(2 / 5)
     assert metrics["mr_search/em_at_2"] == pytest.approx(2 / 5)
     assert metrics["mr_search/reflection_gain"] == pytest.approx(0.0)
     assert metrics["mr_search/search_failures"] == pytest.approx(2 / 5)
 
 
-def test_a_meta_episode_split_into_rows_gets_the_same_advantages_and_counts_once(fake_tq) -> None:
+def test_a_meta_episode_split_into_rows_gets_the_same_advantages_and_counts_once(fake_tq, advantage_trainer) -> None:
     """The short-context layout (one row per context the sampler saw) against the one-row layout above."""
     rows, keys = {}, []
     in_group = {"a1": 0, "a2": 1, "b1": 0, "b2": 1, "b3": 2}  # episode ids are unique within their uid group only
@@ -317,7 +295,7 @@ def test_a_meta_episode_split_into_rows_gets_the_same_advantages_and_counts_once
     keys.insert(3, "key-pad")
     fake_tq.put_rows(rows)
     metrics: dict = {}
-    _trainer(fake_tq)._compute_advantage(KVBatchMeta(partition_id="train", keys=keys, tags=[{}] * len(keys)), metrics)
+    advantage_trainer()._compute_advantage(KVBatchMeta(partition_id="train", keys=keys, tags=[{}] * len(keys)), metrics)
     for name, (_, ids, mask, _, _) in TRAJECTORIES.items():
         written = [
             a for key in keys if key.startswith(f"key-{name}-") for a in fake_tq.rows[key]["advantages"].tolist()
@@ -339,7 +317,9 @@ def _step_metrics(trainer: AttemptTrainer, batch: KVBatchMeta, kl: bool) -> dict
 
 
 @pytest.mark.parametrize("kl", [False, True], ids=["plain", "kl"])
-def test_attempt_advantages_are_computed_once_a_step(fake_tq, batch: KVBatchMeta, monkeypatch, kl: bool) -> None:
+def test_attempt_advantages_are_computed_once_a_step(
+    fake_tq, advantage_trainer, batch: KVBatchMeta, monkeypatch, kl: bool
+) -> None:
     """One computation feeds both the tokens' advantages and the per-attempt metrics."""
     calls = []
 
@@ -351,14 +331,14 @@ def test_attempt_advantages_are_computed_once_a_step(fake_tq, batch: KVBatchMeta
     for name, module in list(sys.modules.items()):
         if name.startswith("mr_search") and getattr(module, "attempt_advantages", None) is formula:
             monkeypatch.setattr(module, "attempt_advantages", counted)
-    metrics = _step_metrics(_trainer(fake_tq, use_kl_in_reward=kl), batch, kl)
+    metrics = _step_metrics(advantage_trainer(use_kl_in_reward=kl), batch, kl)
     assert len(calls) == 1, f"the attempt advantages were computed {len(calls)} times in one step"
     assert metrics["mr_search/attempt_1/adv_max"] > 0
 
 
 @pytest.mark.parametrize("kl", [False, True], ids=["plain", "kl"])
-def test_step_metrics_are_the_recorded_ones(fake_tq, batch: KVBatchMeta, kl: bool) -> None:
-    metrics = _step_metrics(_trainer(fake_tq, use_kl_in_reward=kl), batch, kl)
+def test_step_metrics_are_the_recorded_ones(fake_tq, advantage_trainer, batch: KVBatchMeta, kl: bool) -> None:
+    metrics = _step_metrics(advantage_trainer(use_kl_in_reward=kl), batch, kl)
     recorded = RECORDED_METRICS["kl" if kl else "plain"]
     assert sorted(metrics) == sorted(recorded)
     for key, value in recorded.items():
