@@ -80,7 +80,7 @@ VERL_NEXT_TESTS ?= tests/mr_search/test_plugin.py tests/mr_search/agent/test_reg
   tests/mr_search/agent/test_qwen3_protocol.py tests/mr_search/agent/test_contract_path.py \
   tests/mr_search/agent/test_malformed_turns.py tests/mr_search/agent/test_verl_token_path.py \
   tests/mr_search/agent/test_partial_rollout.py \
-  tests/mr_search/trainer/test_registration.py tests/mr_search/trainer/test_trainer.py \
+  tests/mr_search/ops/test_trainer_registration.py tests/mr_search/trainer/test_trainer.py \
   tests/mr_search/advantage/test_verl_entry.py tests/mr_search/cpu/test_registration.py \
   tests/mr_search/cpu/test_workarounds.py
 test-verl-next: setup
