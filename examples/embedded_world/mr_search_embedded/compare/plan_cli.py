@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import re
 from pathlib import Path
 
 from mr_search.eval.question_cap import QuestionCap, parse_max_questions
@@ -153,9 +155,27 @@ def plan_from_arguments(args: argparse.Namespace) -> str:
     plan = build_plan(args)
     if args.out is None:
         return render_plan(plan)
+    if args.report_dir is not None:
+        plan = _as_committed(plan, args.report_dir / "plan.md")
     _, md_path = write_plan(plan, args.out)
     text = md_path.read_text(encoding="utf-8")
     if args.report_dir is not None:
         args.report_dir.mkdir(parents=True, exist_ok=True)
         (args.report_dir / "plan.md").write_text(text, encoding="utf-8")
     return text
+
+
+def _as_committed(plan: Plan, report_plan: Path) -> Plan:
+    """``plan`` with the writing time of the report folder's plan where that plan says the same otherwise.
+
+    The report's plan is the one committed before any launch; a machine that writes it again (a GPU node's copy of
+    the tree, a later piece) must leave its bytes alone, or the plan gate's blob id never matches there.
+    """
+    if not report_plan.is_file():
+        return plan
+    existing = report_plan.read_text(encoding="utf-8")
+    found = re.search(r"^Plan written (.+?), before any training", existing, re.MULTILINE)
+    if found is None:
+        return plan
+    kept = dataclasses.replace(plan, written=found.group(1))
+    return kept if render_plan(kept) == existing else plan

@@ -175,3 +175,19 @@ def test_a_warm_start_recipe_is_named_in_the_plan_and_the_default_adds_nothing(t
     assert "one warm start, the `control` recipe: `python -m mr_search_embedded.warmstart --recipe control`" in text
     assert build_plan(_args(tmp_path, "--warmstart-recipe", "control")).as_dict()["warmstart_recipe"] == "control"
     assert "warmstart_recipe" not in build_plan(_args(tmp_path)).as_dict(), "plans written before it still match"
+
+
+def test_a_new_work_folder_leaves_the_committed_plan_byte_for_byte(tmp_path: Path) -> None:
+    """A GPU node writes the plan again in a fresh work folder: the report's copy (committed) keeps its bytes and
+    its writing time, so the gate's blob id matches; a plan that says something else is written anew."""
+    report = tmp_path / "report"
+    plan_from_arguments(_args(tmp_path, "--out", str(tmp_path / "first"), "--report-dir", str(report)))
+    committed = (report / "plan.md").read_text().replace("Plan written 20", "Plan written 19", 1)  # another time
+    (report / "plan.md").write_text(committed)
+    again = plan_from_arguments(_args(tmp_path, "--out", str(tmp_path / "node"), "--report-dir", str(report)))
+    assert again == committed == (report / "plan.md").read_text()
+    assert read_plan(tmp_path / "node")[0]["written"].startswith("19")
+    other = plan_from_arguments(
+        _args(tmp_path, "--out", str(tmp_path / "other"), "--report-dir", str(report), "--seeds", "1", "2")
+    )
+    assert other != committed and "Plan written 20" in other and "**Seeds**: 2 (1, 2)" in other
