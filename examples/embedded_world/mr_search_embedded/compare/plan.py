@@ -6,6 +6,7 @@ folder (plan.md) first; the report opens with it verbatim.
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -197,13 +198,23 @@ def wall_time_text(plan: Plan) -> str:
     return text + "; " + "; ".join(options) + " (fewer seeds or steps weaken the test: the plan keeps them)."
 
 
+WRITTEN_LINE = "Plan written {}, before any training; the result below it is judged by it alone."
+
+
+def written_of(text: str) -> str | None:
+    """The writing time a rendered plan states (``WRITTEN_LINE``), or None where it states none."""
+    pattern = re.escape(WRITTEN_LINE).replace(re.escape("{}"), "(.+?)")
+    found = re.search(f"^{pattern}$", text, re.MULTILINE)
+    return None if found is None else found.group(1)
+
+
 def render_plan(plan: Plan) -> str:
     """The plan as markdown: the report's header."""
     mr = _arm(plan, MR)
     lines = [
         f"# MR-Search against K = 1 on the embedded world ({plan.world}, policy {plan.policy})",
         "",
-        f"Plan written {plan.written}, before any training; the result below it is judged by it alone.",
+        WRITTEN_LINE.format(plan.written),
         "",
         f"- **Metric**: {metric_text(plan)}.",
         f"- **Comparison**: {comparison_text(plan)}.",

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import re
 from pathlib import Path
 
 from mr_search.eval.question_cap import QuestionCap, parse_max_questions
 from mr_search_embedded.compare.arms import build_arms, parse_arms
-from mr_search_embedded.compare.plan import BUDGETS, TOKENS, UPDATES, Plan, render_plan, write_plan
+from mr_search_embedded.compare.plan import BUDGETS, TOKENS, UPDATES, Plan, render_plan, write_plan, written_of
 from mr_search_embedded.compare.walltime import plan_wall_time, timings_from_comparison
 
 DEFAULT_SOURCES = 2  # data sources assumed for the wall time when neither the test split nor the timings say
@@ -174,8 +173,8 @@ def _as_committed(plan: Plan, report_plan: Path) -> Plan:
     if not report_plan.is_file():
         return plan
     existing = report_plan.read_text(encoding="utf-8")
-    found = re.search(r"^Plan written (.+?), before any training", existing, re.MULTILINE)
-    if found is None:
+    written = written_of(existing)
+    if written is None:
         return plan
-    kept = dataclasses.replace(plan, written=found.group(1))
+    kept = dataclasses.replace(plan, written=written)
     return kept if render_plan(kept) == existing else plan
