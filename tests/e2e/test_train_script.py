@@ -128,7 +128,12 @@ def test_engine_commands_pass_verls_validation(run_script, tmp_path, compose_com
     assert not any("free_cache_engine" in arg or "enable_memory_saver" in arg for arg in command)
     config = compose_command(command)
     rollout = config["actor_rollout_ref"]["rollout"]
-    sglang = {"attention_backend": "triton", "sampling_backend": "pytorch", "grammar_backend": "none"}
+    sglang = {
+        "attention_backend": "triton",
+        "sampling_backend": "pytorch",
+        "grammar_backend": "none",
+        "sleep_on_idle": True,
+    }
     assert rollout["engine_kwargs"]["sglang"] == (sglang if engine == "sglang" else {})
     assert rollout["name"] == engine and rollout["gpu_memory_utilization"] == 0.4
     assert config["actor_rollout_ref"]["model"]["use_remove_padding"] is False
