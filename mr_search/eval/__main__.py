@@ -53,6 +53,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="the reflection turn ends with the question's line (paper: off)",
     )
     parser.add_argument("--concurrency", type=int, default=EvalConfig.concurrency)
+    parser.add_argument(
+        "--workers",
+        type=int,
+        default=1,
+        help="models evaluated at once, each in a process on one thread (default 1: one after the other)",
+    )
     parser.add_argument("--no-progress", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
@@ -73,7 +79,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         data = args.data
         paths = evaluate(
-            models, data, args.out, retriever_url=args.retriever_url, config=config, progress=not args.no_progress
+            models,
+            data,
+            args.out,
+            retriever_url=args.retriever_url,
+            config=config,
+            progress=not args.no_progress,
+            workers=args.workers,
         )
     except (ValueError, FileNotFoundError, RuntimeError) as err:
         print(f"error: {err}", file=sys.stderr)

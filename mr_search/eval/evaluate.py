@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import logging
+import multiprocessing
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -76,6 +78,36 @@ async def _evaluate_model(
         server.close()
 
 
+def _evaluate_in_process(
+    spec: ModelSpec, rows: Sequence[Mapping[str, Any]], config: EvalConfig, retriever_url: str
+) -> list[dict[str, Any]]:
+    """One model's evaluation in a worker process of its own, with its own client of the retrieval service."""
+    import torch
+
+    from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig
+
+    torch.set_num_threads(1)  # one core a model: the workers share the machine
+
+    async def run() -> list[dict[str, Any]]:
+        client = RetrievalClient(RetrieverConfig(url=retriever_url))
+        try:
+            return await _evaluate_model(spec, rows, config, client, False)
+        finally:
+            await client.close()
+
+    return asyncio.run(run())
+
+
+def _in_workers(
+    models: Sequence[ModelSpec], rows: Sequence[Mapping[str, Any]], config: EvalConfig, retriever_url: str, workers: int
+) -> list[dict[str, Any]]:
+    """Every model in a process of its own (``workers`` at once); records in the models' order, as sequentially."""
+    context = multiprocessing.get_context("spawn")  # no forked torch or arrow thread pools
+    with concurrent.futures.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+        futures = [pool.submit(_evaluate_in_process, spec, rows, config, retriever_url) for spec in models]
+        return [record for future in futures for record in future.result()]
+
+
 def evaluate(
     models: Sequence[ModelSpec],
     test_parquet: Path,
@@ -85,13 +117,22 @@ def evaluate(
     config: EvalConfig | None = None,
     retrieval_client: Any = None,
     progress: bool = True,
+    workers: int = 1,
 ) -> dict[str, Path]:
-    """Evaluates each model greedily with K_eval = ``config.attempts``; returns the written files by name."""
+    """Evaluates each model greedily with K_eval = ``config.attempts``; returns the written files by name.
+
+    ``workers`` > 1 evaluates the models in that many processes at once, each model on one thread against the
+    service at ``retriever_url``; greedy decoding makes the records the same as one after the other.
+    """
     from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig
     from mr_search.runlog.viewer.build import build_viewer
 
     if not models:
         raise ValueError("evaluate: no model given")
+    if workers < 1:
+        raise ValueError(f"evaluate: workers={workers}; give 1 (one model after the other) or more")
+    if workers > 1 and retrieval_client is not None:
+        raise ValueError("evaluate: workers > 1 reach the service at retriever_url; an in-process client cannot")
     config = config or EvalConfig()
     rows = load_rows(test_parquet, config.max_questions)
     out_dir = Path(out_dir)
@@ -108,7 +149,10 @@ def evaluate(
             if retrieval_client is None:
                 await client.close()
 
-    records = asyncio.run(run_all())
+    if workers > 1 and len(models) > 1:
+        records = _in_workers(models, rows, config, retriever_url, min(workers, len(models)))
+    else:
+        records = asyncio.run(run_all())
     trajectories = write_jsonl(records, out_dir / TRAJECTORIES_JSONL)
     meta = {
         "models": ", ".join(f"{m.label}={m.path}" for m in models),
@@ -124,6 +168,7 @@ def evaluate(
         "reflection restates question": config.reflection_restates_question,
         "decoding": "greedy",
         "retriever": retriever_url,
+        "workers": min(workers, len(models)),
         "wall time (s)": round(time.perf_counter() - started, 1),
     }
     paths = write_report(summarize(records, attempts=config.attempts), out_dir, meta)

@@ -99,6 +99,8 @@ RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 NOTE="${NOTE:-}"                        # one line for the report's history table
 WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
 OVERLAP_EVAL="${OVERLAP_EVAL:-1}"        # 1: a seed's evaluation (one thread) runs beside the next seed's training
+EVAL_WORKERS="${EVAL_WORKERS:-1}"        # models of one evaluation at once, a process and a core each (a GPU node's
+                                         # cores: its arms' number); greedy: the same records as one after the other
                                        # (which leaves a core of 2 idle); 0: one thing at a time
 OUTCOME_FEEDBACK="${OUTCOME_FEEDBACK:-0}"  # 1: the reflection turns say whether the previous answer was right
                                        # (MAGE-style; paper: 0) in the warm start, every training and evaluation
@@ -148,6 +150,7 @@ fi
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OVERLAP_EVAL" =~ ^[01]$ ]] || die "OVERLAP_EVAL=$OVERLAP_EVAL is not valid; use 1 (default) or 0"
+[[ "$EVAL_WORKERS" =~ ^[1-9][0-9]*$ ]] || die "EVAL_WORKERS=$EVAL_WORKERS is not valid; use a whole number >= 1"
 [[ "$PLAN_GATE" =~ ^[01]$ ]] || die "PLAN_GATE=$PLAN_GATE is not valid; use 1 (the plan committed first) or 0 (no test)"
 [[ "$WARMSTART_RECIPE" =~ ^(world|control)$ ]] \
   || die "WARMSTART_RECIPE=$WARMSTART_RECIPE is not valid; use world (the world's own) or control"
@@ -371,7 +374,7 @@ evaluate() {  # evaluate <out dir> <attempts> <turns> LABEL=PATH...
     --retriever-url "$RETRIEVER_URL/retrieve" --attempts "$attempts" --max-turns "$turns" \
     --max-questions "$MAX_QUESTIONS" --no-progress --max-new-tokens "$MAX_NEW_TOKENS" \
     --max-information-tokens "$MAX_INFO_TOKENS" --response-length "$EVAL_RESPONSE_LENGTH" "${feedback_flag[@]}" \
-    "${restate_flag[@]}" >"$out.log" 2>&1 || die "evaluation failed; log: $out.log"
+    "${restate_flag[@]}" --workers "$EVAL_WORKERS" >"$out.log" 2>&1 || die "evaluation failed; log: $out.log"
   rm -rf "$out"
   mv "$out.tmp" "$out"
 }

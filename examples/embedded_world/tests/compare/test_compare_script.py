@@ -30,6 +30,7 @@ OWN = (
     "MINI_BATCH",
     "WARMSTART_RECIPE",
     "WARM_START",
+    "EVAL_WORKERS",
 )
 
 
@@ -143,6 +144,7 @@ def test_one_name_per_knob_and_retired_knobs_are_named(tmp_path: Path, env: dict
         ({"DEV_QUESTIONS": "some"}, "DEV_QUESTIONS=some is not valid"),
         ({"PARALLEL_RUNS": "2"}, "--parallel=2 needs --budget updates"),
         ({"WARMSTART_RECIPE": "best"}, "WARMSTART_RECIPE=best is not valid; use world (the world's own) or control"),
+        ({"EVAL_WORKERS": "0"}, "EVAL_WORKERS=0 is not valid; use a whole number >= 1"),
     ],
 )
 def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:
