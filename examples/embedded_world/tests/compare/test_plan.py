@@ -87,6 +87,26 @@ def test_splits_and_probed_are_resolved_when_the_run_starts(tmp_path: Path) -> N
     assert "Test **probed**: the dev split is the same questions" in write_plan(plan, tmp_path / "w")[1].read_text()
 
 
+def test_the_comparisons_own_test_read_is_not_an_earlier_one(tmp_path: Path) -> None:
+    """After the warm start's evaluation recorded this work folder's read, the plan still counts only earlier ones."""
+    from mr_search.data.rows import make_row, write_parquet
+    from mr_search_embedded.reads import main as reads
+
+    rows = [make_row(question=f"q{i}", golden_answers=["g"], data_source="s", index=i, split="test") for i in range(4)]
+    test, dev = tmp_path / "test.parquet", tmp_path / "dev.parquet"
+    write_parquet(rows, test)
+    write_parquet([make_row(question="d", golden_answers=["g"], data_source="s", index=0, split="dev")], dev)
+    work = tmp_path / "work"
+    for folder in (tmp_path / "other", work):  # another comparison's read, then this one's own
+        record = ["record", "--parquet", str(test), "--split", "test", "--reader", "comparison", "--work", str(folder)]
+        assert reads(record) == 0
+    splits = ("--test", str(test), "--dev", str(dev))
+    own = build_plan(_args(tmp_path, *splits, "--out", str(work))).probed
+    assert own is not None and own["reads"] == 1, own
+    elsewhere = build_plan(_args(tmp_path, *splits, "--out", str(tmp_path / "new"))).probed
+    assert elsewhere is not None and elsewhere["reads"] == 2, "in another work folder both are earlier"
+
+
 def test_wall_time_from_measured_step_times(tmp_path: Path) -> None:
     _args(tmp_path)  # writes earlier.json
     timings = timings_from_comparison(tmp_path / "earlier.json", ARM_NAMES)
