@@ -78,24 +78,36 @@ async def _evaluate_model(
         server.close()
 
 
+async def _run_models(
+    models: Sequence[ModelSpec],
+    rows: Sequence[Mapping[str, Any]],
+    config: EvalConfig,
+    retriever_url: str,
+    retrieval_client: Any,
+    progress: bool,
+) -> list[dict[str, Any]]:
+    """The models one after the other, through ``retrieval_client`` or a client of the service at ``retriever_url``."""
+    from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig
+
+    client = retrieval_client or RetrievalClient(RetrieverConfig(url=retriever_url))
+    try:
+        records: list[dict[str, Any]] = []
+        for spec in models:
+            records += await _evaluate_model(spec, rows, config, client, progress)
+        return records
+    finally:
+        if retrieval_client is None:
+            await client.close()
+
+
 def _evaluate_in_process(
     spec: ModelSpec, rows: Sequence[Mapping[str, Any]], config: EvalConfig, retriever_url: str
 ) -> list[dict[str, Any]]:
     """One model's evaluation in a worker process of its own, with its own client of the retrieval service."""
     import torch
 
-    from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig
-
     torch.set_num_threads(1)  # one core a model: the workers share the machine
-
-    async def run() -> list[dict[str, Any]]:
-        client = RetrievalClient(RetrieverConfig(url=retriever_url))
-        try:
-            return await _evaluate_model(spec, rows, config, client, False)
-        finally:
-            await client.close()
-
-    return asyncio.run(run())
+    return asyncio.run(_run_models([spec], rows, config, retriever_url, None, False))
 
 
 def _in_workers(
@@ -124,7 +136,6 @@ def evaluate(
     ``workers`` > 1 evaluates the models in that many processes at once, each model on one thread against the
     service at ``retriever_url``; greedy decoding makes the records the same as one after the other.
     """
-    from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig
     from mr_search.runlog.viewer.build import build_viewer
 
     if not models:
@@ -137,22 +148,11 @@ def evaluate(
     rows = load_rows(test_parquet, config.max_questions)
     out_dir = Path(out_dir)
     started = time.perf_counter()
-
-    async def run_all() -> list[dict[str, Any]]:
-        client = retrieval_client or RetrievalClient(RetrieverConfig(url=retriever_url))
-        try:
-            records: list[dict[str, Any]] = []
-            for spec in models:
-                records += await _evaluate_model(spec, rows, config, client, progress)
-            return records
-        finally:
-            if retrieval_client is None:
-                await client.close()
-
-    if workers > 1 and len(models) > 1:
-        records = _in_workers(models, rows, config, retriever_url, min(workers, len(models)))
+    workers = min(workers, len(models))  # a worker a model at most
+    if workers > 1:
+        records = _in_workers(models, rows, config, retriever_url, workers)
     else:
-        records = asyncio.run(run_all())
+        records = asyncio.run(_run_models(models, rows, config, retriever_url, retrieval_client, progress))
     trajectories = write_jsonl(records, out_dir / TRAJECTORIES_JSONL)
     meta = {
         "models": ", ".join(f"{m.label}={m.path}" for m in models),
@@ -168,7 +168,7 @@ def evaluate(
         "reflection restates question": config.reflection_restates_question,
         "decoding": "greedy",
         "retriever": retriever_url,
-        "workers": min(workers, len(models)),
+        "workers": workers,
         "wall time (s)": round(time.perf_counter() - started, 1),
     }
     paths = write_report(summarize(records, attempts=config.attempts), out_dir, meta)
