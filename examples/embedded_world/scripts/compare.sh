@@ -99,9 +99,9 @@ RETRIEVER_READY_TIMEOUT="${RETRIEVER_READY_TIMEOUT:-900}"
 NOTE="${NOTE:-}"                        # one line for the report's history table
 WAIT_FOR_IDLE="${WAIT_FOR_IDLE:-0}"      # 1: before each training run, wait until no other verl run is going
 OVERLAP_EVAL="${OVERLAP_EVAL:-1}"        # 1: a seed's evaluation (one thread) runs beside the next seed's training
-EVAL_WORKERS="${EVAL_WORKERS:-1}"        # models of one evaluation at once, a process and a core each (a GPU node's
-                                         # cores: its arms' number); greedy: the same records as one after the other
                                        # (which leaves a core of 2 idle); 0: one thing at a time
+EVAL_WORKERS="${EVAL_WORKERS:-1}"        # models of one evaluation at once, a process and a core each (a GPU node's
+                                       # cores: its arms' number); greedy: the same records as one after the other
 OUTCOME_FEEDBACK="${OUTCOME_FEEDBACK:-0}"  # 1: the reflection turns say whether the previous answer was right
                                        # (MAGE-style; paper: 0) in the warm start, every training and evaluation
 WARMSTART_RECIPE="${WARMSTART_RECIPE:-world}"  # world: the world's own warm start; control: the default world's

@@ -60,11 +60,15 @@ def _add(archive: tarfile.TarFile, member: Path, work: Path) -> None:
 
 
 def _write(path: Path, members: list[Path], work: Path) -> None:
-    """Writes the archive under a temporary name, then renames it into place."""
+    """Writes the archive under a temporary name, then renames it into place; a failed write leaves nothing."""
     partial = path.with_name(path.name + ".partial")
-    with tarfile.open(partial, "w:xz") as archive:
-        for member in members:
-            _add(archive, member, work)
+    try:
+        with tarfile.open(partial, "w:xz") as archive:
+            for member in members:
+                _add(archive, member, work)
+    except BaseException:
+        partial.unlink(missing_ok=True)
+        raise
     os.replace(partial, path)
 
 
@@ -74,7 +78,6 @@ def _pack_run(run: Path, path: Path, work: Path) -> None:
             _write(path, _run_members(run), work)
             return
         except FileNotFoundError:  # the named checkpoint went (a newer save replaced it): read the tracker again
-            path.with_name(path.name + ".partial").unlink(missing_ok=True)
             if attempt == _TRIES - 1:
                 raise
 

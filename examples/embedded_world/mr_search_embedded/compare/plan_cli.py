@@ -134,8 +134,7 @@ def build_plan(args: argparse.Namespace) -> Plan:
         max_new_tokens=args.max_new_tokens,
         max_information_tokens=args.max_information_tokens,
         splits=splits,
-        # The comparison's own read (its warm start's test evaluation, recorded at its launch) is not an earlier one:
-        # a second launch in the same work folder must write the plan it wrote at the first.
+        # The comparison's own read (its warm start's test evaluation, recorded at its launch) is not an earlier one.
         probed=None if args.test is None else probed(args.test, args.dev, work=args.out).as_dict(),
         timings=timings,
         wall=wall,
