@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
-from collections.abc import Callable
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -158,3 +162,37 @@ def advantage_trainer(fake_tq: FakeTransferQueue) -> Callable[..., Any]:
         return trainer
 
     return make
+
+
+@pytest.fixture
+def retrieval_service() -> Iterator[Callable[[Path], str]]:
+    """``serve(corpus)``: the real embedded retrieval service on a free port in a thread; its /retrieve URL.
+
+    Every service started is stopped when the test ends.
+    """
+    uvicorn = pytest.importorskip("uvicorn")
+    from mr_search_retrieval.app import create_app
+    from mr_search_retrieval.server import build_parser, config_from_args
+
+    running: list[tuple[Any, threading.Thread]] = []
+
+    def serve(corpus: Path) -> str:
+        with socket.socket() as sock:
+            sock.bind(("127.0.0.1", 0))
+            port = sock.getsockname()[1]
+        config = config_from_args(build_parser().parse_args(["--port", str(port), "--corpus", str(corpus)]))
+        server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
+        thread = threading.Thread(target=server.run, daemon=True)
+        thread.start()
+        running.append((server, thread))
+        for _ in range(600):
+            if server.started or not thread.is_alive():
+                break
+            time.sleep(0.2)
+        assert server.started, "the embedded retrieval service did not start"
+        return f"http://127.0.0.1:{port}/retrieve"
+
+    yield serve
+    for server, thread in running:
+        server.should_exit = True
+        thread.join(timeout=30)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import socket
 from types import SimpleNamespace
 from typing import Any
 
@@ -20,22 +18,15 @@ from mr_search.agent.retrieval_client import RetrievalClient, RetrieverConfig
 from mr_search.cpu.hf_generate import LocalServerManager
 from mr_search_embedded.tiny_model import ensure_tiny_model
 
-uvicorn = pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-async def test_tiny_model_meta_episode_against_the_embedded_service(kit: SimpleNamespace, forced_tokens: Any) -> None:
+async def test_tiny_model_meta_episode_against_the_embedded_service(
+    kit: SimpleNamespace, forced_tokens: Any, retrieval_service: Any
+) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from mr_search_embedded.world.world import ensure_world
-    from mr_search_retrieval.app import create_app
-    from mr_search_retrieval.server import build_parser, config_from_args
 
     world = ensure_world()
     with open(world.dev, encoding="utf-8") as handle:
@@ -44,18 +35,8 @@ async def test_tiny_model_meta_episode_against_the_embedded_service(kit: SimpleN
     tokenizer = AutoTokenizer.from_pretrained(model_dir)
     model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32).eval()
 
-    port = _free_port()
-    config = config_from_args(build_parser().parse_args(["--port", str(port), "--corpus", str(world.corpus)]))
-    server = uvicorn.Server(uvicorn.Config(create_app(config), host="127.0.0.1", port=port, log_level="warning"))
-    serving = asyncio.create_task(server.serve())
-    client = RetrievalClient(RetrieverConfig(url=f"http://127.0.0.1:{port}/retrieve", timeout_s=60))
+    client = RetrievalClient(RetrieverConfig(url=retrieval_service(world.corpus), timeout_s=60))
     try:
-        for _ in range(600):
-            if server.started or serving.done():
-                break
-            await asyncio.sleep(0.2)
-        assert server.started, "the embedded retrieval service did not start"
-
         first_turn = f"<think> I should search. </think><search> {question['question']} </search>"
         forced = tokenizer(first_turn, add_special_tokens=False)["input_ids"]
         manager = LocalServerManager(forced_tokens(model, forced), tokenizer)  # first turn: a search
@@ -86,8 +67,6 @@ async def test_tiny_model_meta_episode_against_the_embedded_service(kit: SimpleN
         expected_docs = (await client.retrieve([question["question"]], 3))[0]
         manager.close()
     finally:
-        server.should_exit = True
-        await serving
         await client.close()
 
     kit.check(output, 2048)

@@ -162,44 +162,19 @@ def test_evaluation_takes_counts_per_source(embedded: tuple[Path, Path], tiny_mo
 
 @pytest.mark.slow
 def test_models_in_worker_processes_give_the_records_of_one_after_the_other(
-    embedded: tuple[Path, Path], tiny_model: Path, tmp_path: Path
+    embedded: tuple[Path, Path], tiny_model: Path, tmp_path: Path, retrieval_service: Any
 ) -> None:
     """Two models in two spawned workers against the real embedded service: the same records, in the same order."""
-    import socket
-    import threading
-    import time
-
-    uvicorn = pytest.importorskip("uvicorn")
-    from mr_search_retrieval.app import create_app
-    from mr_search_retrieval.server import build_parser, config_from_args
-
     cache, test = embedded
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = sock.getsockname()[1]
-    corpus = cache / "world" / "corpus.jsonl"
-    service = config_from_args(build_parser().parse_args(["--port", str(port), "--corpus", str(corpus)]))
-    server = uvicorn.Server(uvicorn.Config(create_app(service), host="127.0.0.1", port=port, log_level="warning"))
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    try:
-        for _ in range(600):
-            if server.started:
-                break
-            time.sleep(0.2)
-        assert server.started, "the embedded retrieval service did not start"
-        url = f"http://127.0.0.1:{port}/retrieve"
-        config = EvalConfig(attempts=2, max_questions=2, max_new_tokens_per_turn=12, response_length=512)
-        models = [ModelSpec("first", tiny_model), ModelSpec("second", tiny_model)]
-        texts = {}
-        for workers in (1, 2):
-            out = tmp_path / f"w{workers}"
-            paths = evaluate(models, test, out, retriever_url=url, config=config, progress=False, workers=workers)
-            texts[workers] = paths["trajectories.jsonl"].read_text()
-            assert json.loads(paths["results.json"].read_text())["meta"]["workers"] == workers
-    finally:
-        server.should_exit = True
-        thread.join(timeout=30)
+    url = retrieval_service(cache / "world" / "corpus.jsonl")
+    config = EvalConfig(attempts=2, max_questions=2, max_new_tokens_per_turn=12, response_length=512)
+    models = [ModelSpec("first", tiny_model), ModelSpec("second", tiny_model)]
+    texts = {}
+    for workers in (1, 2):
+        out = tmp_path / f"w{workers}"
+        paths = evaluate(models, test, out, retriever_url=url, config=config, progress=False, workers=workers)
+        texts[workers] = paths["trajectories.jsonl"].read_text()
+        assert json.loads(paths["results.json"].read_text())["meta"]["workers"] == workers
     records = [json.loads(line) for line in texts[2].splitlines()]
     assert [r["method"] for r in records] == ["first"] * 4 + ["second"] * 4, "the models' order, as one after the other"
     assert texts[1] == texts[2]
