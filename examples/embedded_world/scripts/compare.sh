@@ -47,6 +47,9 @@ SOLO_STEPS="${SOLO_STEPS:-0}"           # the first run trains this many steps a
 LAUNCH_GAP="${LAUNCH_GAP:-15}"          # seconds between the starts of runs side by side
 UNTIL_STEP="${UNTIL_STEP:-}"            # a piece of a longer run: train every arm to this step, then stop (no
                                        # evaluation); the same WORK_DIR without it continues to STEPS and evaluates
+EVALUATE="${EVALUATE:-1}"               # 0: train only, even the last piece (BUDGET=updates): a GPU node's time goes to
+                                       # training, and its pieces, brought back, are evaluated by a start of the same
+                                       # WORK_DIR on any machine (every run at STEPS: nothing trains, no GPU needed)
 DEV_QUESTIONS="${DEV_QUESTIONS:-0}"     # dev curves: the first N dev questions per source, greedy at K = ATTEMPTS,
 DEV_FREQ="${DEV_FREQ:-10}"              # through the training's engine before the first step and every DEV_FREQ steps
 TRAIN_BATCH_SIZE="${TRAIN_BATCH_SIZE:-4}"   # questions per step, every arm
@@ -142,6 +145,9 @@ whole DEV_FREQ "$DEV_FREQ"
 [[ "$BUDGET" =~ ^(tokens|updates)$ ]] || die "BUDGET=$BUDGET is not valid; use tokens (compute-fair) or updates (paper)"
 [[ "$SOLO_STEPS" =~ ^[0-9]+$ ]] || die "SOLO_STEPS=$SOLO_STEPS is not valid; use a whole number >= 0"
 [[ "$DEV_QUESTIONS" =~ ^[0-9]+$ ]] || die "DEV_QUESTIONS=$DEV_QUESTIONS is not valid; use a whole number >= 0"
+[[ "$EVALUATE" =~ ^[01]$ ]] || die "EVALUATE=$EVALUATE is not valid; use 1 (evaluate at STEPS) or 0 (train only)"
+[[ "$EVALUATE" == 1 || "$BUDGET" == updates ]] \
+  || die "EVALUATE=0 needs BUDGET=updates (BUDGET=tokens trains each seed's K = 1 arms between the evaluations)"
 if [[ -n "$UNTIL_STEP" ]]; then
   whole UNTIL_STEP "$UNTIL_STEP"
   [[ "$BUDGET" == updates ]] || die "UNTIL_STEP needs BUDGET=updates (a token-matched arm's steps are known at the end)"
@@ -222,6 +228,21 @@ while read -r name k turns gamma keval shape first; do
   [[ " ${shapes[*]} " == *" $shape "* ]] || shapes+=("$shape")
 done <<<"$arm_lines"
 
+# An engine trains on a GPU. A start on a machine without one (a CPU box evaluating the pieces a GPU node trained)
+# gets past here only when every run already holds its last step, so that nothing would train.
+if [[ "$ROLLOUT_ENGINE" =~ ^(hf|sglang|vllm)$ ]] && ! has_gpu; then
+  [[ "$BUDGET" == updates ]] || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE trains on a GPU and this machine has none;" \
+    "use ROLLOUT_ENGINE=cpu, or a GPU machine"
+  for seed in "${seeds[@]}"; do
+    for arm in "${arms[@]}"; do
+      [[ -d "$WORK_DIR/seed_$seed/$arm/checkpoints/global_step_${UNTIL_STEP:-$STEPS}" ]] \
+        || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE trains on a GPU and this machine has none, but seed_$seed/$arm has" \
+          "no checkpoint at step ${UNTIL_STEP:-$STEPS} in $WORK_DIR: train it on a GPU machine (or unpack its" \
+          "pieces here: python -m mr_search_embedded.compare piece-unpack), or use ROLLOUT_ENGINE=cpu"
+    done
+  done
+fi
+
 mkdir -p "$WORK_DIR"
 # shellcheck source=lib/retrieval.sh
 source "$ROOT/scripts/lib/retrieval.sh"
@@ -296,8 +317,10 @@ if [[ "$ROLLOUT_ENGINE" =~ ^(sglang|vllm)$ ]]; then
   export GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.1}" ENFORCE_EAGER="${ENFORCE_EAGER:-1}"
   export SGLANG_MEMORY_SAVER="${SGLANG_MEMORY_SAVER:-0}"
 fi
-if [[ "$ROLLOUT_ENGINE" =~ ^(hf|sglang|vllm)$ ]]; then
+if [[ "$ROLLOUT_ENGINE" =~ ^(hf|sglang|vllm)$ ]] && has_gpu; then
   machine+=", training and rollouts ($ROLLOUT_ENGINE) on one GPU ($(gpu_name)), evaluation on CPU"
+elif [[ "$ROLLOUT_ENGINE" =~ ^(hf|sglang|vllm)$ ]]; then
+  machine+=", no GPU: evaluation only, of runs trained ($ROLLOUT_ENGINE) on the GPU the earlier starts name"
 else
   machine+=", no GPU used, shared with other jobs"
 fi
@@ -324,6 +347,16 @@ meta = {
     "positive_control": $([[ $OUTCOME_FEEDBACK == 1 ]] && echo True || echo False),  # outcome feedback: credit by construction
     "meta written": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
 }
+# A work folder started again (a piece, a node's runs evaluated elsewhere) keeps each earlier start's machine.
+try:
+    old = json.load(open(sys.argv[1]))
+except FileNotFoundError:
+    old = {}
+earlier = list(old.get("earlier starts", []))
+if old.get("machine"):
+    earlier.append(f"{old.get('meta written', 'at an unrecorded time')}: {old['machine']}")
+if earlier:
+    meta["earlier starts"] = earlier
 open(sys.argv[1], "w").write(json.dumps(meta, indent=1) + "\n")
 PY
 
@@ -427,8 +460,9 @@ in_background() {  # in_background <what> COMMAND...: after the one in flight; b
 }
 
 reference_shape="${ARM_SHAPE[mr_search]}"
-# A piece of a longer run (UNTIL_STEP) trains only: the warm start is evaluated with the final piece.
-[[ -n "$UNTIL_STEP" && "$UNTIL_STEP" != "$STEPS" ]] || in_background "the warm start's test evaluation" evaluate_if_stale "evaluating the warm start" \
+# A piece of a longer run (UNTIL_STEP) or a start that trains only (EVALUATE=0): the warm start is evaluated with the
+# start that evaluates.
+[[ "$EVALUATE" == 0 || ( -n "$UNTIL_STEP" && "$UNTIL_STEP" != "$STEPS" ) ]] || in_background "the warm start's test evaluation" evaluate_if_stale "evaluating the warm start" \
   "$WORK_DIR/warm_eval_$reference_shape" "${ARM_KEVAL[mr_search]}" "${ARM_TURNS[mr_search]}" "warm_start=$WARM"
 
 evaluate_seed() {  # evaluate_seed <seed dir> <arm=step ...>: every shape's evaluation of the seed's checkpoints
@@ -485,6 +519,11 @@ if [[ "$BUDGET" == updates ]]; then
   if ((until_step < STEPS)); then
     echo "compare.sh: every arm trained to step $until_step of $STEPS: this piece is done; the same WORK_DIR without" \
       "UNTIL_STEP (or with a later one) continues from the checkpoints and evaluates at step $STEPS"
+    exit 0
+  fi
+  if [[ "$EVALUATE" == 0 ]]; then
+    echo "compare.sh: every arm trained to step $STEPS (EVALUATE=0: nothing evaluated); the same WORK_DIR with" \
+      "EVALUATE=1, here or on any machine that holds its runs, evaluates them and writes the report"
     exit 0
   fi
 fi

@@ -181,13 +181,18 @@ def training_table(comparison: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _meta_value(value: Any) -> str:
+    """One line of the run's meta: a list (each earlier start's machine) joined with semicolons."""
+    return "; ".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
 def render_report(
     comparison: Mapping[str, Any], history: Sequence[Mapping[str, Any]], investigation: str | None = None
 ) -> str:
     meta, t = comparison.get("meta", {}), comparison["final_answer_test"]
     hypothesis = comparison.get("next_hypothesis")
     parts = [comparison["plan_text"].rstrip(), "", "## The run", ""]
-    parts += [f"- {key}: {value}" for key, value in meta.items()]
+    parts += [f"- {key}: {_meta_value(value)}" for key, value in meta.items()]
     if comparison.get("plan_gate"):
         parts.append(
             f"- plan committed at {comparison['plan_committed_at']} ({comparison['plan_commit'][:12]}); "

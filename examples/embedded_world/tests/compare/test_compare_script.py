@@ -31,6 +31,10 @@ OWN = (
     "WARMSTART_RECIPE",
     "WARM_START",
     "EVAL_WORKERS",
+    "EVALUATE",
+    "ROLLOUT_ENGINE",
+    "PLAN_GATE",
+    "PLAN_RECORD",
 )
 
 
@@ -138,6 +142,7 @@ def test_one_name_per_knob_and_retired_knobs_are_named(tmp_path: Path, env: dict
         ({"POLICY": "wide"}, "POLICY=wide is not valid; use tiny or small"),
         ({"BUDGET": "time"}, "BUDGET=time is not valid; use tokens (compute-fair) or updates (paper)"),
         ({"PARALLEL_RUNS": "0"}, "PARALLEL_RUNS=0 is not valid"),
+        ({"EVALUATE": "no"}, "EVALUATE=no is not valid; use 1 (evaluate at STEPS) or 0 (train only)"),
         ({"UNTIL_STEP": "4"}, "UNTIL_STEP needs BUDGET=updates"),
         ({"BUDGET": "updates", "UNTIL_STEP": "99"}, "UNTIL_STEP=99 is past STEPS=16"),
         ({"MINI_BATCH": "3"}, "MINI_BATCH=3 does not divide TRAIN_BATCH_SIZE=4"),
@@ -186,3 +191,38 @@ def test_an_edit_to_the_script_while_it_runs_does_not_change_the_running_one(tmp
     assert (tmp_path / "edited").exists() and "exit 7" in copy.read_text(), "the script was edited under the run"
     assert result.returncode not in (0, 7), result.stderr
     assert "the plan gate stopped the run" in result.stderr, result.stderr[-2000:]
+
+
+def test_a_machine_without_a_gpu_only_evaluates_runs_an_engine_trained(tmp_path: Path) -> None:
+    """ROLLOUT_ENGINE=sglang without a GPU: refused while a run lacks its last step, past the check once all have it."""
+    work = tmp_path / "w"
+    knobs = {
+        "DRY_RUN": "0",
+        "ROLLOUT_ENGINE": "sglang",
+        "BUDGET": "updates",
+        "ARMS": "mr_search k1",
+        "SEEDS": "1",
+        "STEPS": "3",
+        "WORK_DIR": str(work),
+        "REPORT_DIR": str(tmp_path / "report"),
+        "PATH": f"{tmp_path / 'bin'}:{os.environ['PATH']}",
+    }
+    (tmp_path / "bin").mkdir()
+    fake_smi = tmp_path / "bin" / "nvidia-smi"  # a machine without a GPU, whatever this one has
+    fake_smi.write_text("#!/bin/sh\nexit 9\n")
+    fake_smi.chmod(0o755)
+    (work / "seed_1" / "mr_search" / "checkpoints" / "global_step_3").mkdir(parents=True)
+    refused = run(tmp_path, **knobs)
+    assert refused.returncode != 0
+    assert "ROLLOUT_ENGINE=sglang trains on a GPU and this machine has none, but seed_1/k1 has no checkpoint" in (
+        refused.stderr
+    )
+    assert "piece-unpack" in refused.stderr and not (work / "plan.md").exists(), "stopped before the plan"
+    assert "tokens trains each seed" in run(tmp_path, **{**knobs, "BUDGET": "tokens", "EVALUATE": "0"}).stderr
+    tokens = run(tmp_path, **{**knobs, "BUDGET": "tokens"})
+    assert "this machine has none; use ROLLOUT_ENGINE=cpu, or a GPU machine" in tokens.stderr
+    (work / "seed_1" / "k1" / "checkpoints" / "global_step_3").mkdir(parents=True)
+    past = run(tmp_path, **knobs)
+    assert "has no checkpoint" not in past.stderr
+    assert (work / "plan.md").is_file(), "past the check: the plan is written (the gate stops an uncommitted one)"
+    assert "the plan gate stopped the run" in past.stderr

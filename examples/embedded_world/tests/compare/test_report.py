@@ -283,7 +283,9 @@ def test_the_records_hold_every_question_arm_seed_and_attempt_and_recompute_the_
 
 def test_the_report_names_engine_control_updates_and_the_times(work: Path, tmp_path: Path) -> None:
     meta = json.loads((work / "meta.json").read_text())
-    (work / "meta.json").write_text(json.dumps({**meta, "engine": "sglang", "positive_control": True}))
+    earlier = ["2026-12-07T09:14:20Z: 16 CPU cores, one GPU (H100)", "2026-12-08T10:00:00Z: 16 CPU cores, one GPU"]
+    meta = {**meta, "engine": "sglang", "positive_control": True, "earlier starts": earlier}
+    (work / "meta.json").write_text(json.dumps(meta))
     gate.check(tmp_path / "plan.md", work, enabled=False)
     gate.launch(work, "seed_1/mr_search")
     gate.launch(work, "seed_1/k1")
@@ -297,6 +299,7 @@ def test_the_report_names_engine_control_updates_and_the_times(work: Path, tmp_p
     assert [x["what"] for x in comparison["launches"]] == ["seed_1/mr_search", "seed_1/k1"]
     text = (out / "report.md").read_text()
     assert "plan gate off (PLAN_GATE=0)" in text and "compare recompute <report folder>" in text
+    assert f"- earlier starts: {earlier[0]}; {earlier[1]}\n" in text, "each machine a piece ran on, one line"
 
 
 def _git(repo: Path, *args: str) -> None:
