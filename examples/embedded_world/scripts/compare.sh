@@ -153,6 +153,11 @@ if [[ -n "$UNTIL_STEP" ]]; then
   [[ "$BUDGET" == updates ]] || die "UNTIL_STEP needs BUDGET=updates (a token-matched arm's steps are known at the end)"
   ((UNTIL_STEP <= STEPS)) || die "UNTIL_STEP=$UNTIL_STEP is past STEPS=$STEPS; give a step <= STEPS"
 fi
+until_step="${UNTIL_STEP:-$STEPS}"  # where this start's training stops (BUDGET=updates)
+# 1: this start goes on to the evaluations and the report (to STEPS, EVALUATE=1); 0: a piece or training only
+evaluating=0
+[[ "$EVALUATE" == 0 || "$until_step" != "$STEPS" ]] || evaluating=1
+has_step() { [[ -d "$1/checkpoints/global_step_$2" ]]; }  # has_step <run dir> <step>: its checkpoint is there
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OVERLAP_EVAL" =~ ^[01]$ ]] || die "OVERLAP_EVAL=$OVERLAP_EVAL is not valid; use 1 (default) or 0"
@@ -235,9 +240,9 @@ if [[ "$ROLLOUT_ENGINE" =~ ^(hf|sglang|vllm)$ ]] && ! has_gpu; then
     "use ROLLOUT_ENGINE=cpu, or a GPU machine"
   for seed in "${seeds[@]}"; do
     for arm in "${arms[@]}"; do
-      [[ -d "$WORK_DIR/seed_$seed/$arm/checkpoints/global_step_${UNTIL_STEP:-$STEPS}" ]] \
+      has_step "$WORK_DIR/seed_$seed/$arm" "$until_step" \
         || die "ROLLOUT_ENGINE=$ROLLOUT_ENGINE trains on a GPU and this machine has none, but seed_$seed/$arm has" \
-          "no checkpoint at step ${UNTIL_STEP:-$STEPS} in $WORK_DIR: train it on a GPU machine (or unpack its" \
+          "no checkpoint at step $until_step in $WORK_DIR: train it on a GPU machine (or unpack its" \
           "pieces here: python -m mr_search_embedded.compare piece-unpack), or use ROLLOUT_ENGINE=cpu"
     done
   done
@@ -363,7 +368,7 @@ PY
 # --- training: one verl run at a time ---
 train() {  # train <run dir> <arm> <steps> <seed>
   local run="$1" arm="$2" steps="$3" seed="$4" gamma="${ARM_GAMMA[$2]}" start
-  if compgen -G "$run/checkpoints/global_step_$steps" >/dev/null; then
+  if has_step "$run" "$steps"; then
     echo "compare.sh: $run already has step $steps; skipped"
     return 0
   fi
@@ -462,7 +467,7 @@ in_background() {  # in_background <what> COMMAND...: after the one in flight; b
 reference_shape="${ARM_SHAPE[mr_search]}"
 # A piece of a longer run (UNTIL_STEP) or a start that trains only (EVALUATE=0): the warm start is evaluated with the
 # start that evaluates.
-[[ "$EVALUATE" == 0 || ( -n "$UNTIL_STEP" && "$UNTIL_STEP" != "$STEPS" ) ]] || in_background "the warm start's test evaluation" evaluate_if_stale "evaluating the warm start" \
+((evaluating == 0)) || in_background "the warm start's test evaluation" evaluate_if_stale "evaluating the warm start" \
   "$WORK_DIR/warm_eval_$reference_shape" "${ARM_KEVAL[mr_search]}" "${ARM_TURNS[mr_search]}" "warm_start=$WARM"
 
 evaluate_seed() {  # evaluate_seed <seed dir> <arm=step ...>: every shape's evaluation of the seed's checkpoints
@@ -484,7 +489,6 @@ evaluate_seed() {  # evaluate_seed <seed dir> <arm=step ...>: every shape's eval
 if [[ "$BUDGET" == updates ]]; then
   # Equal updates: every (seed, arm) run trains to the same step, PARALLEL_RUNS at once on the card; the first alone
   # for SOLO_STEPS steps (the cost of sharing: its step times alone beside the shared ones).
-  until_step="${UNTIL_STEP:-$STEPS}"
   pending=()
   for seed in "${seeds[@]}"; do
     for arm in "${arms[@]}"; do pending+=("$seed $arm"); done
