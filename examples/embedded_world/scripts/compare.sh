@@ -45,6 +45,9 @@ PARALLEL_RUNS="${PARALLEL_RUNS:-1}"     # training runs at once on the one card 
 SOLO_STEPS="${SOLO_STEPS:-0}"           # the first run trains this many steps alone before the others start: its
                                        # step times alone and shared give the cost of sharing the card
 LAUNCH_GAP="${LAUNCH_GAP:-15}"          # seconds between the starts of runs side by side
+RUN_RETRIES="${RUN_RETRIES:-1}"         # a run side by side that fails starts again from its last checkpoint this many
+                                       # times (its log keeps every launch); after that no new run starts, the runs in
+                                       # flight train on to their end, and the script stops naming the failed ones
 UNTIL_STEP="${UNTIL_STEP:-}"            # a piece of a longer run: train every arm to this step, then stop (no
                                        # evaluation); the same WORK_DIR without it continues to STEPS and evaluates
 EVALUATE="${EVALUATE:-1}"               # 0: train only, even the last piece (BUDGET=updates): a GPU node's time goes to
@@ -144,6 +147,7 @@ whole PARALLEL_RUNS "$PARALLEL_RUNS"
 whole DEV_FREQ "$DEV_FREQ"
 [[ "$BUDGET" =~ ^(tokens|updates)$ ]] || die "BUDGET=$BUDGET is not valid; use tokens (compute-fair) or updates (paper)"
 [[ "$SOLO_STEPS" =~ ^[0-9]+$ ]] || die "SOLO_STEPS=$SOLO_STEPS is not valid; use a whole number >= 0"
+[[ "$RUN_RETRIES" =~ ^[0-9]+$ ]] || die "RUN_RETRIES=$RUN_RETRIES is not valid; use a whole number >= 0"
 [[ "$DEV_QUESTIONS" =~ ^[0-9]+$ ]] || die "DEV_QUESTIONS=$DEV_QUESTIONS is not valid; use a whole number >= 0"
 [[ "$EVALUATE" =~ ^[01]$ ]] || die "EVALUATE=$EVALUATE is not valid; use 1 (evaluate at STEPS) or 0 (train only)"
 [[ "$EVALUATE" == 1 || "$BUDGET" == updates ]] \
@@ -253,7 +257,9 @@ mkdir -p "$WORK_DIR"
 source "$ROOT/scripts/lib/retrieval.sh"
 # shellcheck source=lib/background.sh
 source "$ROOT/scripts/lib/background.sh"  # the evaluation beside the next training (OVERLAP_EVAL=1)
-trap 'background_stop; retrieval_stop_started' EXIT
+# shellcheck source=lib/pool.sh
+source "$ROOT/scripts/lib/pool.sh"  # the training runs side by side (BUDGET=updates)
+trap 'pool_stop; background_stop; retrieval_stop_started' EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
@@ -378,7 +384,11 @@ train() {  # train <run dir> <arm> <steps> <seed>
   fi
   [[ "$gamma" != - ]] || gamma=""  # K = 1: no later attempt to discount; the config's value stands
   start="$(date +%s)"
-  launched "train ${run#"$WORK_DIR"/} to step $steps"
+  if ((${POOL_TRY:-0})); then  # started again by the pool after a failure: from the last checkpoint
+    launched "train ${run#"$WORK_DIR"/} to step $steps (launch $((POOL_TRY + 1)), after a failure)"
+  else
+    launched "train ${run#"$WORK_DIR"/} to step $steps"
+  fi
   # Without dev curves VAL_FILE is the train parquet: verl builds a validation set at start even with TEST_FREQ=-1,
   # and training must open neither dev nor test. With them: the dev slice at K = ATTEMPTS, before the first step too.
   local val_file="$TRAIN_FILE" test_freq=-1 dev=()
@@ -393,7 +403,7 @@ train() {  # train <run dir> <arm> <steps> <seed>
     bash "$ROOT/train_grpo_step.sh" "data.seed=$seed" "actor_rollout_ref.rollout.seed=$seed" \
     "actor_rollout_ref.actor.data_loader_seed=$seed" "trainer.max_actor_ckpt_to_keep=null" "${feedback_override[@]}" \
     "${restate_override[@]}" "${step_overrides[@]}" "${dev[@]}" \
-    >>"$run.log" 2>&1 || die "training failed; log: $run.log"
+    >>"$run.log" 2>&1 || { echo "compare.sh: training failed; log: $run.log" >&2; return 1; }
   echo "$start $(date +%s) $steps" >>"$run.times"  # the next plan's launch overhead
 }
 
@@ -493,32 +503,25 @@ if [[ "$BUDGET" == updates ]]; then
   for seed in "${seeds[@]}"; do
     for arm in "${arms[@]}"; do pending+=("$seed $arm"); done
   done
-  pids=()
-  wait_one() {  # waits for one of the training runs in flight; stops on its failure
-    local done_pid
-    wait -n -p done_pid "${pids[@]}" || die "a training run failed; logs: $WORK_DIR/seed_*/*.log"
-    for i in "${!pids[@]}"; do [[ "${pids[$i]}" != "$done_pid" ]] || unset 'pids[i]'; done
-    pids=("${pids[@]}")
-  }
+  pool_init "$PARALLEL_RUNS" "$RUN_RETRIES" "$LAUNCH_GAP"
   for job in "${pending[@]}"; do
     read -r seed arm <<<"$job"
     mkdir -p "$WORK_DIR/seed_$seed"
-    ((${#pids[@]} < PARALLEL_RUNS)) || wait_one
+    pool_add "seed_$seed/$arm" train "$WORK_DIR/seed_$seed/$arm" "$arm" "$until_step" "$seed" || break
     echo "compare.sh: seed $seed: $arm to step $until_step ($(date -u +%H:%M:%S) UTC)"
-    train "$WORK_DIR/seed_$seed/$arm" "$arm" "$until_step" "$seed" &
-    pids+=($!)
     sleep "$LAUNCH_GAP"  # runs that start at one instant race for the engines' and Ray's ports
     if [[ "$job" == "${pending[0]}" ]] && ((SOLO_STEPS && ${#pending[@]} > 1 && PARALLEL_RUNS > 1)); then
       echo "compare.sh: $arm of seed $seed trains $SOLO_STEPS steps alone first"
       until "$PYTHON" -m mr_search_embedded.compare logged --run "$WORK_DIR/seed_$seed/$arm" \
         --steps "$((SOLO_STEPS + 1))"; do
-        kill -0 "${pids[0]}" 2>/dev/null || break
+        pool_running "seed_$seed/$arm" || break
         sleep 5
       done
       launched "side by side from here"
     fi
   done
-  while ((${#pids[@]})); do wait_one; done
+  pool_wait || die "training failed for good in ${POOL_FAILED[*]} (the runs in flight trained on to their end);" \
+    "logs: $WORK_DIR/<seed>/<arm>.log"
   ((DEV_QUESTIONS == 0)) || "$PYTHON" -m mr_search_embedded.compare curves --work "$WORK_DIR" --out "$REPORT_DIR"
   if ((until_step < STEPS)); then
     echo "compare.sh: every arm trained to step $until_step of $STEPS: this piece is done; the same WORK_DIR without" \
