@@ -161,7 +161,11 @@ until_step="${UNTIL_STEP:-$STEPS}"  # where this start's training stops (BUDGET=
 # 1: this start goes on to the evaluations and the report (to STEPS, EVALUATE=1); 0: a piece or training only
 evaluating=0
 [[ "$EVALUATE" == 0 || "$until_step" != "$STEPS" ]] || evaluating=1
-has_step() { [[ -d "$1/checkpoints/global_step_$2" ]]; }  # has_step <run dir> <step>: its checkpoint is there
+has_step() {  # has_step <run dir> <step>: its checkpoint is there, whole (verl names it in its tracker once saved)
+  local tracked
+  tracked="$(cat "$1/checkpoints/latest_checkpointed_iteration.txt" 2>/dev/null || echo 0)"
+  [[ -d "$1/checkpoints/global_step_$2" && "$tracked" =~ ^[0-9]+$ ]] && ((tracked >= $2))
+}
 [[ "$TOKEN_TOLERANCE" =~ ^0?\.[0-9]+$ ]] || die "TOKEN_TOLERANCE=$TOKEN_TOLERANCE is not valid; use a fraction like 0.05"
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OVERLAP_EVAL" =~ ^[01]$ ]] || die "OVERLAP_EVAL=$OVERLAP_EVAL is not valid; use 1 (default) or 0"

@@ -195,6 +195,12 @@ def test_an_edit_to_the_script_while_it_runs_does_not_change_the_running_one(tmp
     assert "the plan gate stopped the run" in result.stderr, result.stderr[-2000:]
 
 
+def saved(run_dir: Path, step: int) -> None:
+    """A checkpoint as verl leaves it once saved: the step's folder and the tracker naming it."""
+    (run_dir / "checkpoints" / f"global_step_{step}").mkdir(parents=True, exist_ok=True)
+    (run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").write_text(str(step))
+
+
 def test_a_machine_without_a_gpu_only_evaluates_runs_an_engine_trained(tmp_path: Path) -> None:
     """ROLLOUT_ENGINE=sglang without a GPU: refused while a run lacks its last step, past the check once all have it."""
     work = tmp_path / "w"
@@ -213,7 +219,8 @@ def test_a_machine_without_a_gpu_only_evaluates_runs_an_engine_trained(tmp_path:
     fake_smi = tmp_path / "bin" / "nvidia-smi"  # a machine without a GPU, whatever this one has
     fake_smi.write_text("#!/bin/sh\nexit 9\n")
     fake_smi.chmod(0o755)
-    (work / "seed_1" / "mr_search" / "checkpoints" / "global_step_3").mkdir(parents=True)
+    saved(work / "seed_1" / "mr_search", 3)
+    (work / "seed_1" / "k1" / "checkpoints" / "global_step_3").mkdir(parents=True)  # killed while saving: no tracker
     refused = run(tmp_path, **knobs)
     assert refused.returncode != 0
     assert "ROLLOUT_ENGINE=sglang trains on a GPU and this machine has none, but seed_1/k1 has no checkpoint" in (
@@ -223,7 +230,7 @@ def test_a_machine_without_a_gpu_only_evaluates_runs_an_engine_trained(tmp_path:
     assert "tokens trains each seed" in run(tmp_path, **{**knobs, "BUDGET": "tokens", "EVALUATE": "0"}).stderr
     tokens = run(tmp_path, **{**knobs, "BUDGET": "tokens"})
     assert "this machine has none; use ROLLOUT_ENGINE=cpu, or a GPU machine" in tokens.stderr
-    (work / "seed_1" / "k1" / "checkpoints" / "global_step_3").mkdir(parents=True)
+    saved(work / "seed_1" / "k1", 3)
     past = run(tmp_path, **knobs)
     assert "has no checkpoint" not in past.stderr
     assert (work / "plan.md").is_file(), "past the check: the plan is written (the gate stops an uncommitted one)"
