@@ -15,53 +15,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
-_CLOCK = os.sysconf("SC_CLK_TCK")
-
-
-def _stat(pid: int) -> tuple[str, int, int] | None:
-    """(name, parent pid, user + system ticks) of a process, or None once it is gone."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError, PermissionError):
-        return None
-    name, rest = text[text.index("(") + 1 : text.rindex(")")], text[text.rindex(")") + 2 :].split()
-    return name, int(rest[1]), int(rest[11]) + int(rest[12])
-
-
-def process_tree(root: int) -> list[int]:
-    """``root`` and every process below it."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit() and (stat := _stat(int(entry))) is not None:
-            children.setdefault(stat[1], []).append(int(entry))
-    tree, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        tree.append(pid)
-        todo.extend(children.get(pid, []))
-    return tree
-
-
-def tree_cpu_percent(root: int, seconds: float) -> dict[str, float]:
-    """Each process's CPU use under ``root`` over ``seconds``, in % of one core (``name[pid]`` keys)."""
-    pids = process_tree(root)
-    before = {pid: stat for pid in pids if (stat := _stat(pid)) is not None}
-    time.sleep(seconds)
-    used = {}
-    for pid, (name, _, ticks) in before.items():
-        after = _stat(pid)
-        if after is not None:
-            used[f"{name}[{pid}]"] = round(100.0 * (after[2] - ticks) / _CLOCK / seconds, 1)
-    return used
+from sglang_server import require_model, sglang_server, tree_cpu_percent
 
 
 def _generate_s(port: int, requests: int) -> list[float]:
@@ -80,36 +41,12 @@ def _generate_s(port: int, requests: int) -> list[float]:
     return seconds
 
 
-def _wait_up(port: int, server: subprocess.Popen, limit_s: float) -> float:
-    start = time.monotonic()
-    while time.monotonic() - start < limit_s:
-        if server.poll() is not None:
-            raise RuntimeError(f"the SGLang server exited with {server.returncode} before it answered /health")
-        try:
-            with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1):
-                return time.monotonic() - start
-        except OSError:
-            time.sleep(1)
-    raise TimeoutError(f"no answer on /health of port {port} in {limit_s:.0f} s")
-
-
 def measure(model: Path, port: int, idle_s: float, requests: int, extra: Iterable[str]) -> dict:
-    command = [
-        sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--port", str(port),
-        "--mem-fraction-static", "0.1", "--disable-cuda-graph", "--disable-piecewise-cuda-graph",
-        "--attention-backend", "triton", "--sampling-backend", "pytorch", "--grammar-backend", "none",
-        "--log-level", "error", "--skip-server-warmup", *extra,
-    ]  # fmt: skip
-    server = subprocess.Popen(command, start_new_session=True)
-    try:
-        up_s = _wait_up(port, server, 300)
+    with sglang_server(model, port, ["--disable-cuda-graph", *extra]) as (pid, up_s):
         _generate_s(port, 2)  # the first requests compile kernels
         time.sleep(2)
-        per_process = tree_cpu_percent(server.pid, idle_s)
+        per_process = tree_cpu_percent(pid, idle_s)
         latency = _generate_s(port, requests)
-    finally:
-        os.killpg(server.pid, 9)
-        server.wait()
     return {
         "flags": list(extra),
         "up_s": round(up_s, 1),
@@ -126,8 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--requests", type=int, default=20)
     parser.add_argument("--port", type=int, default=30001)
     args = parser.parse_args(argv)
-    if not (args.model / "config.json").is_file():
-        parser.error(f"--model {args.model}: no config.json there; give a Hugging Face model folder")
+    require_model(parser, args.model)
     default = measure(args.model, args.port, args.idle_s, args.requests, [])
     sleeping = measure(args.model, args.port, args.idle_s, args.requests, ["--sleep-on-idle"])
     for run in (default, sleeping):

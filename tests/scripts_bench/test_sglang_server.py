@@ -1,4 +1,4 @@
-"""The idle-CPU benchmark's measurement on real processes: a spinning grandchild counts, a sleeping one does not."""
+"""The engine benchmarks' CPU accounting on real processes: a spinning grandchild counts, a sleeping one does not."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ import pytest
 BENCH = Path(__file__).resolve().parents[2] / "scripts" / "bench"
 sys.path.insert(0, str(BENCH))  # run by path, as the benchmark is
 idle = importlib.import_module("engine_idle_cpu")
+server = importlib.import_module("sglang_server")
 
 
 def _parent_of(child_code: str) -> subprocess.Popen:
@@ -25,12 +26,12 @@ def _measured(child_code: str) -> dict[str, float]:
     parent = _parent_of(child_code)
     try:
         for _ in range(100):  # until the grandchild exists
-            if len(idle.process_tree(parent.pid)) > 2:
+            if len(server.process_tree(parent.pid)) > 2:
                 break
             subprocess.run(["sleep", "0.05"], check=True)
-        return idle.tree_cpu_percent(parent.pid, 1.0)
+        return server.tree_cpu_percent(parent.pid, 1.0)
     finally:
-        for pid in reversed(idle.process_tree(parent.pid)):
+        for pid in reversed(server.process_tree(parent.pid)):
             subprocess.run(["kill", "-9", str(pid)], check=False)
         parent.wait()
 
