@@ -96,7 +96,7 @@ die() { fail "$*" "see the log named above"; }
 # shellcheck source=scripts/lib/retrieval.sh
 source "$ROOT/scripts/lib/retrieval.sh"
 cleanup() {  # the services and processes this script started, by their ids
-  [[ -z "${warm_pid:-}" ]] || kill "$warm_pid" 2>/dev/null || true
+  engine_warm_stop
   retrieval_stop_started
 }
 trap cleanup EXIT
@@ -123,19 +123,13 @@ if [[ "$DRY_RUN" != 1 && ( -z "${MODEL_PATH:-}" || -z "${TRAIN_FILE:-}" || -z "$
   export TRAIN_FILE="${TRAIN_FILE:-${prepared[0]}}" VAL_FILE="${VAL_FILE:-${prepared[1]}}"
   export MODEL_PATH="${MODEL_PATH:-${prepared[-1]}}"
 fi
-# SGLang builds five CUDA kernels with nvcc at their first use, the first generation of step 1 (on a fresh machine
-# most of a minute, one after the other); mr_search/ops/engine_warm.py builds them side by side into the same disk cache
-# while Ray, the trainer and the engine start. Best effort: what it misses the engine builds as before. ENGINE_WARM=0
-# leaves it out.
-warm_pid=""
+# SGLang's first-use kernels, built beside the launch (scripts/lib/gpu.sh says why). ENGINE_WARM=0 leaves it out.
 if [[ "$ROLLOUT_ENGINE" == sglang && "${ENGINE_WARM:-1}" != 0 ]]; then
-  warm_command=("$PYTHON" -m mr_search.ops.engine_warm --model "${MODEL_PATH:-<the prepared policy>}")
   if [[ "$DRY_RUN" == 1 ]]; then
-    echo "gpu_check.sh: engine warm: ${warm_command[*]}"
+    echo "gpu_check.sh: engine warm: $PYTHON -m mr_search.ops.engine_warm --model ${MODEL_PATH:-<the prepared policy>}"
   else
     echo "gpu_check.sh: building SGLang's first-use kernels in the background (log: $RUN_DIR/engine_warm.log)"
-    "${warm_command[@]}" >"$RUN_DIR/engine_warm.log" 2>&1 &
-    warm_pid=$!
+    engine_warm_start "$MODEL_PATH" "$RUN_DIR/engine_warm.log"
   fi
 fi
 [[ -z "$plugin_pid" ]] || wait "$plugin_pid" \

@@ -38,3 +38,17 @@ gpu_count() {
 has_module() {
   "$PYTHON" -c 'import importlib.util, sys; sys.exit(0 if importlib.util.find_spec(sys.argv[1]) else 1)' "$1" 2>/dev/null
 }
+
+# SGLang builds five CUDA kernels with nvcc at their first use, in step 1's first generation: on a fresh machine
+# most of a minute, one after the other, and every engine of the host that gets there before the disk cache holds
+# them builds its own. engine_warm_start MODEL LOG builds them once, side by side, in the background, into the cache
+# every engine of the host reads (mr_search/ops/engine_warm.py); engine_warm_stop ends it if it still runs. Best
+# effort: what it misses an engine builds as before.
+ENGINE_WARM_PID=""
+engine_warm_start() {
+  "$PYTHON" -m mr_search.ops.engine_warm --model "$1" >"$2" 2>&1 &
+  ENGINE_WARM_PID=$!
+}
+engine_warm_stop() {
+  [[ -z "$ENGINE_WARM_PID" ]] || kill "$ENGINE_WARM_PID" 2>/dev/null || true
+}

@@ -50,3 +50,23 @@ def test_gpu_count_reads_cuda_visible_devices_first(tmp_path: Path) -> None:
     assert _bash("unset CUDA_VISIBLE_DEVICES; gpu_count", path=path).stdout.strip() == "4"
     assert _bash("CUDA_VISIBLE_DEVICES=2,3 gpu_count", path=path).stdout.strip() == "2"
     assert _bash("CUDA_VISIBLE_DEVICES=1 gpu_count", path=path).stdout.strip() == "1"
+
+
+def test_engine_warm_runs_the_kernel_build_in_the_background_and_stop_ends_it(tmp_path: Path) -> None:
+    # A stand-in PYTHON that records its arguments, then sleeps: start returns at once, stop ends it.
+    python = tmp_path / "python"
+    python.write_text('#!/bin/sh\necho "args: $*"\nexec sleep 30\n')
+    python.chmod(0o755)
+    log = tmp_path / "warm.log"
+    result = _bash(
+        f'PYTHON="{python}"; start=$SECONDS; engine_warm_start /models/tiny "{log}"; sleep 0.5\n'
+        'kill -0 "$ENGINE_WARM_PID" && echo running; engine_warm_stop\n'
+        'wait "$ENGINE_WARM_PID" 2>/dev/null || echo "ended $?"; echo "took $((SECONDS - start))"'
+    )
+    assert result.stdout.split()[:3] == ["running", "ended", "143"], result.stdout + result.stderr
+    assert int(result.stdout.split()[-1]) < 10, "start and stop returned without waiting for the build"
+    assert log.read_text().strip() == "args: -m mr_search.ops.engine_warm --model /models/tiny"
+
+
+def test_engine_warm_stop_without_a_start_does_nothing() -> None:
+    assert _bash("engine_warm_stop && echo fine").stdout.strip() == "fine"

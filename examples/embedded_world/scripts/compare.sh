@@ -120,6 +120,8 @@ ROLLOUT_ENGINE="${ROLLOUT_ENGINE:-}"    # cpu | hf (the same transformers rollou
                                        # sglang | vllm (the engine serves rollouts on the one GPU, the lab's fast step:
                                        # python -m mr_search_embedded.gpu_step overrides fast); empty: hf when a GPU
                                        # is usable, else cpu
+ENGINE_WARM="${ENGINE_WARM:-1}"          # 1: with SGLang on a GPU, its first-use kernels built once for every run
+                                       # (scripts/lib/gpu.sh); 0: each engine builds what it needs
 PLAN_GATE="${PLAN_GATE:-1}"              # 1: nothing trains or reads the test split until REPORT_DIR/plan.md is committed
                                        # as it stands (the report states the commit's time and each launch's); 0: a
                                        # run that tests nothing (a smoke run), said so in its report
@@ -170,6 +172,7 @@ has_step() {  # has_step <run dir> <step>: its checkpoint is there, whole (verl 
 [[ "$LR" =~ ^[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?$ ]] || die "LR=$LR is not valid; use a number like 1e-4"
 [[ "$OVERLAP_EVAL" =~ ^[01]$ ]] || die "OVERLAP_EVAL=$OVERLAP_EVAL is not valid; use 1 (default) or 0"
 [[ "$EVAL_WORKERS" =~ ^[1-9][0-9]*$ ]] || die "EVAL_WORKERS=$EVAL_WORKERS is not valid; use a whole number >= 1"
+[[ "$ENGINE_WARM" =~ ^[01]$ ]] || die "ENGINE_WARM=$ENGINE_WARM is not valid; use 1 (default) or 0"
 [[ "$PLAN_GATE" =~ ^[01]$ ]] || die "PLAN_GATE=$PLAN_GATE is not valid; use 1 (the plan committed first) or 0 (no test)"
 [[ "$WARMSTART_RECIPE" =~ ^(world|control)$ ]] \
   || die "WARMSTART_RECIPE=$WARMSTART_RECIPE is not valid; use world (the world's own) or control"
@@ -263,7 +266,7 @@ source "$ROOT/scripts/lib/retrieval.sh"
 source "$ROOT/scripts/lib/background.sh"  # the evaluation beside the next training (OVERLAP_EVAL=1)
 # shellcheck source=lib/pool.sh
 source "$ROOT/scripts/lib/pool.sh"  # the training runs side by side (BUDGET=updates)
-trap 'pool_stop; background_stop; retrieval_stop_started' EXIT
+trap 'pool_stop; background_stop; engine_warm_stop; retrieval_stop_started' EXIT
 trap 'exit 143' TERM
 trap 'exit 130' INT
 
@@ -313,6 +316,10 @@ restate_override=()  # train_grpo_step.sh (Hydra)
 if [[ "$trained_restating" == 1 ]]; then
   restate_flag=(--reflection-restates-question)
   restate_override=(mr_search.episode.reflection_restates_question=true)
+fi
+if [[ "$ROLLOUT_ENGINE" == sglang && "$ENGINE_WARM" == 1 ]] && has_gpu; then
+  echo "compare.sh: building SGLang's first-use kernels once for every run (background; log: $WORK_DIR/engine_warm.log)"
+  engine_warm_start "$WARM" "$WORK_DIR/engine_warm.log"
 fi
 if ! retrieval_healthy "$RETRIEVER_URL"; then
   echo -n "compare.sh: "

@@ -152,6 +152,7 @@ def test_one_name_per_knob_and_retired_knobs_are_named(tmp_path: Path, env: dict
         ({"WARMSTART_RECIPE": "best"}, "WARMSTART_RECIPE=best is not valid; use world (the world's own) or control"),
         ({"EVAL_WORKERS": "0"}, "EVAL_WORKERS=0 is not valid; use a whole number >= 1"),
         ({"RUN_RETRIES": "-1"}, "RUN_RETRIES=-1 is not valid; use a whole number >= 0"),
+        ({"ENGINE_WARM": "yes"}, "ENGINE_WARM=yes is not valid; use 1 (default) or 0"),
     ],
 )
 def test_bad_knobs_are_refused(tmp_path: Path, env: dict[str, str], message: str) -> None:
