@@ -4,13 +4,14 @@
         [--new-tokens 48] [--rounds 9] [--port 30002]
 
 Starts SGLang's server on the model twice with the lab's settings (``sglang_server.LAB_FLAGS``, token ids in and
-out as verl runs it): once eager (``--disable-cuda-graph``, the lab's ``ENFORCE_EAGER=1``), once with CUDA graphs
-captured up to the batch. For each: the start-up time, then ``--rounds`` rounds (a round: one turn of every
-meta-episode of a lab step, ``--batch`` requests in one call, ``--new-tokens`` sampled tokens each at temperature 1
-with the end-of-sequence token ignored, so both servers write the same number) after one round untimed that builds
-the kernels. Prints each server's seconds a round, tokens a second and the CPU seconds of its process tree per
-1,000 tokens, then the ratios graphs / eager. Why it matters: the lab runs eight trainings side by side on one card,
-each with its engine, and their host's cores, not the card, bound the step.
+out as verl runs it): once eager (the lab's default ``ENFORCE_EAGER=1``: no decode graphs, no piecewise prefill
+graphs), once with CUDA graphs as ``ENFORCE_EAGER=0`` leaves them (SGLang's own batch sizes, piecewise prefill).
+For each: the start-up time, then ``--rounds`` rounds (a round: one turn of every meta-episode of a lab step,
+``--batch`` requests in one call, ``--new-tokens`` sampled tokens each at temperature 1 with the end-of-sequence
+token ignored, so both servers write the same number) after one untimed round that builds the kernels. Prints each
+server's seconds a round, tokens a second and the CPU seconds of its process tree per 1,000 tokens, then the ratios
+graphs / eager. Why it matters: the lab runs eight trainings side by side on one card, each with its engine, and
+their host's cores, not the card, bound the step.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-from sglang_server import cpu_seconds_since, require_model, sglang_server, tree_ticks
+from sglang_server import EAGER_FLAGS, cpu_seconds_since, require_model, sglang_server, tree_ticks
 
 
 def prompts(batch: int, length: int, vocab: int, seed: int) -> list[list[int]]:
@@ -103,8 +104,8 @@ def main(argv: list[str] | None = None) -> int:
     vocab = int(json.loads((args.model / "config.json").read_text())["vocab_size"])
     batch_prompts = prompts(args.batch, args.prompt_tokens, vocab, seed=0)
     shape = (batch_prompts, args.new_tokens, args.rounds)
-    eager = measure(args.model, args.port, ["--disable-cuda-graph"], *shape)
-    graphs = measure(args.model, args.port, ["--cuda-graph-max-bs", str(args.batch)], *shape)
+    eager = measure(args.model, args.port, list(EAGER_FLAGS), *shape)
+    graphs = measure(args.model, args.port, [], *shape)
     for run in (eager, graphs):
         print(json.dumps(run))
     ratio = ratios(eager, graphs)

@@ -22,7 +22,7 @@ import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
-from sglang_server import require_model, sglang_server, tree_cpu_percent
+from sglang_server import EAGER_FLAGS, require_model, sglang_server, tree_cpu_percent
 
 
 def _generate_s(port: int, requests: int) -> list[float]:
@@ -42,7 +42,7 @@ def _generate_s(port: int, requests: int) -> list[float]:
 
 
 def measure(model: Path, port: int, idle_s: float, requests: int, extra: Iterable[str]) -> dict:
-    with sglang_server(model, port, ["--disable-cuda-graph", *extra]) as (pid, up_s):
+    with sglang_server(model, port, [*EAGER_FLAGS, *extra]) as (pid, up_s):
         _generate_s(port, 2)  # the first requests compile kernels
         time.sleep(2)
         per_process = tree_cpu_percent(pid, idle_s)

@@ -21,9 +21,12 @@ from pathlib import Path
 CLOCK = os.sysconf("SC_CLK_TCK")
 # The lab's engine settings (compare.sh on an engine; configs/engine/sglang.yaml), less the CUDA-graph choice.
 LAB_FLAGS = (
-    "--mem-fraction-static", "0.1", "--disable-piecewise-cuda-graph", "--attention-backend", "triton",
-    "--sampling-backend", "pytorch", "--grammar-backend", "none", "--log-level", "error", "--skip-server-warmup",
+    "--mem-fraction-static", "0.1", "--attention-backend", "triton", "--sampling-backend", "pytorch",
+    "--grammar-backend", "none", "--log-level", "error", "--skip-server-warmup",
 )  # fmt: skip
+# The lab's ENFORCE_EAGER=1 (its default), as train_grpo_step.sh hands it to SGLang: neither decode graphs nor
+# piecewise prefill graphs. ENFORCE_EAGER=0 passes neither flag.
+EAGER_FLAGS = ("--disable-cuda-graph", "--disable-piecewise-cuda-graph")
 
 
 def _stat(pid: int) -> tuple[str, int, int] | None:
