@@ -334,8 +334,9 @@ $(awk '/MemTotal/ {printf "%.0f GB RAM", $2 / 1048576}' /proc/meminfo)"
 step_overrides=()  # the lab's step on an engine (mr_search_embedded/gpu_step.py says why each)
 if [[ "$ROLLOUT_ENGINE" =~ ^(sglang|vllm)$ ]]; then
   mapfile -t step_overrides < <("$PYTHON" -m mr_search_embedded.gpu_step overrides fast)
-  # A KV cache sized for the tiny policy, so that several runs share the card; no CUDA graphs (their capture costs
-  # more start-up than a tiny policy's decode gains); no memory saver (policy and engine fit side by side).
+  # A KV cache sized for the tiny policy, so that several runs share the card; eager unless ENFORCE_EAGER=0 (what CUDA
+  # graphs change for the lab's batch: scripts/bench/engine_decode_cpu.py); no memory saver (policy and engine fit
+  # side by side).
   export GPU_MEMORY_UTILIZATION="${GPU_MEMORY_UTILIZATION:-0.1}" ENFORCE_EAGER="${ENFORCE_EAGER:-1}"
   export SGLANG_MEMORY_SAVER="${SGLANG_MEMORY_SAVER:-0}"
 fi
