@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import subprocess
 import sys
 import time
 import urllib.request
 from collections.abc import Iterable, Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 
 CLOCK = os.sysconf("SC_CLK_TCK")
@@ -88,15 +89,24 @@ def wait_up(port: int, server: subprocess.Popen, limit_s: float) -> float:
     raise TimeoutError(f"no answer on /health of port {port} in {limit_s:.0f} s")
 
 
+def _exit(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 @contextmanager
 def sglang_server(model: Path, port: int, flags: Iterable[str], limit_s: float = 300) -> Iterator[tuple[int, float]]:
-    """SGLang's server on ``model`` with ``LAB_FLAGS`` and ``flags``: yields (its pid, seconds until it answered)."""
+    """SGLang's server on ``model`` with ``LAB_FLAGS`` and ``flags``: yields (its pid, seconds until it answered).
+
+    The server's process group ends with the block, also when the benchmark is stopped by SIGTERM (``timeout``).
+    """
+    signal.signal(signal.SIGTERM, _exit)
     command = [sys.executable, "-m", "sglang.launch_server", "--model-path", str(model), "--port", str(port)]
     server = subprocess.Popen([*command, *LAB_FLAGS, *flags], start_new_session=True)
     try:
         yield server.pid, wait_up(port, server, limit_s)
     finally:
-        os.killpg(server.pid, 9)
+        with suppress(ProcessLookupError):  # the server exited already (its error is what the caller sees)
+            os.killpg(server.pid, signal.SIGKILL)
         server.wait()
 
 

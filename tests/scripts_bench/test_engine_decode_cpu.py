@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import importlib
 import json
+import signal
 import socket
+import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -96,3 +99,26 @@ def test_bad_arguments_are_refused_before_any_server_starts(
     with pytest.raises(SystemExit) as stop:
         decode.main(["--model", str(tmp_path), *extra])
     assert stop.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_a_benchmark_stopped_by_sigterm_takes_its_server_down(fake_sglang: Path, tmp_path: Path) -> None:
+    """`timeout` sends SIGTERM: the server (its own process group) must not outlive the benchmark."""
+    port = _free_port()
+    code = (
+        "import sys, time; sys.path.insert(0, sys.argv[1]); from sglang_server import sglang_server\n"
+        "with sglang_server(__import__('pathlib').Path(sys.argv[2]), int(sys.argv[3]), ['--skip-tokenizer-init']) as (pid, _):\n"
+        "    print(pid, flush=True); time.sleep(60)\n"
+    )
+    bench = subprocess.Popen(
+        [sys.executable, "-c", code, str(BENCH), str(fake_sglang), str(port)], stdout=subprocess.PIPE, text=True
+    )
+    assert bench.stdout is not None
+    server = int(bench.stdout.readline())
+    bench.send_signal(signal.SIGTERM)
+    assert bench.wait(timeout=30) == 128 + signal.SIGTERM
+    for _ in range(50):
+        if not Path(f"/proc/{server}").exists() or "Z" in Path(f"/proc/{server}/stat").read_text().split()[2]:
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the server {server} still runs after its benchmark ended")
