@@ -40,8 +40,8 @@ has_module() {
 }
 
 # SGLang builds five CUDA kernels with nvcc at their first use, in step 1's first generation: on a fresh machine
-# most of a minute, one after the other, and every engine of the host that gets there before the disk cache holds
-# them builds its own. engine_warm_start MODEL LOG builds them once, side by side, in the background, into the cache
+# most of a minute, one after the other, and engines that start side by side (the lab's runs) may each build
+# their own before the disk cache holds them. engine_warm_start MODEL LOG builds them once, side by side, in the background, into the cache
 # every engine of the host reads (mr_search/ops/engine_warm.py); engine_warm_stop ends it if it still runs. Best
 # effort: what it misses an engine builds as before.
 ENGINE_WARM_PID=""
