@@ -105,8 +105,9 @@ def test_a_benchmark_stopped_by_sigterm_takes_its_server_down(fake_sglang: Path,
     """`timeout` sends SIGTERM: the server (its own process group) must not outlive the benchmark."""
     port = _free_port()
     code = (
-        "import sys, time; sys.path.insert(0, sys.argv[1]); from sglang_server import sglang_server\n"
-        "with sglang_server(__import__('pathlib').Path(sys.argv[2]), int(sys.argv[3]), ['--skip-tokenizer-init']) as (pid, _):\n"
+        "import sys, time, pathlib; sys.path.insert(0, sys.argv[1]); from sglang_server import sglang_server\n"
+        "flags = ['--skip-tokenizer-init']\n"
+        "with sglang_server(pathlib.Path(sys.argv[2]), int(sys.argv[3]), flags) as (pid, _):\n"
         "    print(pid, flush=True); time.sleep(60)\n"
     )
     bench = subprocess.Popen(
