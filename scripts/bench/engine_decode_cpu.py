@@ -21,11 +21,9 @@ import json
 import random
 import statistics
 import sys
-import time
-import urllib.request
 from pathlib import Path
 
-from sglang_server import EAGER_FLAGS, cpu_seconds_since, require_model, sglang_server, tree_ticks
+from sglang_server import EAGER_FLAGS, cpu_seconds_since, post_generate, require_model, sglang_server, tree_ticks
 
 
 def prompts(batch: int, length: int, vocab: int, seed: int) -> list[list[int]]:
@@ -40,15 +38,7 @@ def generate_round(port: int, input_ids: list[list[int]], new_tokens: int) -> tu
         "input_ids": input_ids,
         "sampling_params": {"max_new_tokens": new_tokens, "temperature": 1.0, "ignore_eos": True},
     }
-    request = urllib.request.Request(
-        f"http://127.0.0.1:{port}/generate",
-        data=json.dumps(body).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    start = time.perf_counter()
-    with urllib.request.urlopen(request, timeout=600) as reply:
-        outputs = json.loads(reply.read())
-    seconds = time.perf_counter() - start
+    seconds, outputs = post_generate(port, body)
     return seconds, sum(int(out["meta_info"]["completion_tokens"]) for out in outputs)
 
 

@@ -18,27 +18,15 @@ import json
 import statistics
 import sys
 import time
-import urllib.request
 from collections.abc import Iterable
 from pathlib import Path
 
-from sglang_server import EAGER_FLAGS, require_model, sglang_server, tree_cpu_percent
+from sglang_server import EAGER_FLAGS, post_generate, require_model, sglang_server, tree_cpu_percent
 
 
 def _generate_s(port: int, requests: int) -> list[float]:
     body = {"text": "a b c", "sampling_params": {"max_new_tokens": 16, "temperature": 0}}
-    seconds = []
-    for _ in range(requests):
-        request = urllib.request.Request(
-            f"http://127.0.0.1:{port}/generate",
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-        )
-        start = time.perf_counter()
-        with urllib.request.urlopen(request, timeout=60) as reply:
-            reply.read()
-        seconds.append(time.perf_counter() - start)
-    return seconds
+    return [post_generate(port, body, timeout_s=60)[0] for _ in range(requests)]
 
 
 def measure(model: Path, port: int, idle_s: float, requests: int, extra: Iterable[str]) -> dict:

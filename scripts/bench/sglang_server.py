@@ -9,6 +9,7 @@ runs share the cores, that is what one engine takes from the others.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import subprocess
@@ -18,6 +19,7 @@ import urllib.request
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
+from typing import Any
 
 CLOCK = os.sysconf("SC_CLK_TCK")
 # The lab's engine settings (compare.sh on an engine; configs/engine/sglang.yaml), less the CUDA-graph choice.
@@ -87,6 +89,19 @@ def wait_up(port: int, server: subprocess.Popen, limit_s: float) -> float:
         except OSError:
             time.sleep(1)
     raise TimeoutError(f"no answer on /health of port {port} in {limit_s:.0f} s")
+
+
+def post_generate(port: int, body: dict[str, Any], timeout_s: float = 600) -> tuple[float, Any]:
+    """One ``/generate`` call of the server at ``port``: (its seconds, the reply's JSON)."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}/generate",
+        data=json.dumps(body).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    start = time.perf_counter()
+    with urllib.request.urlopen(request, timeout=timeout_s) as reply:
+        data = reply.read()
+    return time.perf_counter() - start, json.loads(data)
 
 
 def _exit(signum: int, _frame: object) -> None:
