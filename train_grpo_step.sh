@@ -133,7 +133,7 @@ if ((retriever_started)); then  # before the trainer command: a port taken meanw
 fi
 
 # --- the trainer command ------------------------------------------------------------------------------------------
-KNOBS+=(CONFIG_NAME RAY_ADDRESS TORCH_COMPILE_DISABLE TOKENIZERS_PARALLELISM VLLM_USE_FLASHINFER_SAMPLER)
+KNOBS+=(CONFIG_NAME LAUNCH RAY_ADDRESS TORCH_COMPILE_DISABLE TOKENIZERS_PARALLELISM VLLM_USE_FLASHINFER_SAMPLER)
 composed="$(launch command "$@")" || exit 1
 eval "$composed"  # cmd=(...), and `export` lines for the engine's environment
 if [[ "$DRY_RUN" == 1 ]]; then printf '%q ' "${cmd[@]}"; echo; exit 0; fi

@@ -338,6 +338,10 @@ def command(
     nnodes = int(knobs.get("NNODES", "1"))
     if nnodes > 1:  # every node has joined one Ray cluster (`ray start --head` / `ray start --address=...`)
         overrides += [f"trainer.nnodes={nnodes}", f"++ray_kwargs.ray_init.address={knobs.get('RAY_ADDRESS') or 'auto'}"]
+    if knobs.get("LAUNCH") and not any(arg.startswith("hydra.run.dir=") for arg in args):
+        # Hydra's record of the launch (the composed config, the overrides, main_ppo.log) in the run folder, one
+        # folder a launch as metrics/ has, not outputs/<date>/<time> in whatever folder the script was started from.
+        overrides.append(f"hydra.run.dir={run_dir}/hydra/{knobs['LAUNCH']}")
     config = [f"--config-path={root / 'configs'}", f"--config-name={knobs['CONFIG_NAME']}"]
     return [knobs.get("PYTHON", "python"), "-m", "verl.trainer.main_ppo", *config, *overrides, *args], env
 

@@ -241,7 +241,6 @@ def drive(
     """
     procs = max(1, min(procs, concurrency))
     shares = [concurrency // procs + (1 if i < concurrency % procs else 0) for i in range(procs)]
-    start_at = time.time() + 2.0
     cmd = [
         sys.executable,
         str(LOADGEN),
@@ -252,16 +251,29 @@ def drive(
         "--warmup",
         str(warmup),
         "--start-at",
-        str(start_at),
+        "stdin",
         "--topk",
         str(topk),
         "--queries-per-request",
         str(per_request),
     ]
     children = [
-        subprocess.Popen([*cmd, "--concurrency", str(n), "--seed", str(i)], stdout=subprocess.PIPE)
+        subprocess.Popen(
+            [*cmd, "--concurrency", str(n), "--seed", str(i)], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+        )
         for i, n in enumerate(shares)
     ]
+    # One window for all, set once the slowest client process is up: a fixed lead can pass on a loaded machine
+    # before a process has imported aiohttp, and that process would measure nothing.
+    for child in children:
+        if (line := child.stdout.readline()) != b"ready\n":
+            for other in children:
+                other.kill()
+            raise RuntimeError(f"load generator did not start (exit {child.poll()}, said {line[:200]!r})")
+    start_at = time.time() + 0.2
+    for child in children:
+        child.stdin.write(f"{start_at!r}\n".encode())
+        child.stdin.flush()
     model_tid = _model_thread_id()
     sampler = StackSampler(served.thread.ident) if profile else None
     time.sleep(max(0.0, start_at + warmup - time.time()))

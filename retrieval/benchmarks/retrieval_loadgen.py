@@ -5,6 +5,10 @@ core's worth of Python. Each client sends one request, waits for the answer, sen
 requests that complete inside the measuring window [start_at + warmup, start_at + warmup + duration]
 count (latencies: those also sent inside it); the report carries their latencies, the status counts
 and the CPU seconds this process used in that window. Needs aiohttp only (uvloop when present).
+
+`--start-at stdin`: the process prints `ready` once its imports and request bodies are done and reads the start
+time from its stdin, so a driver can set one window for all its processes after the slowest has started (on a
+loaded machine a fixed lead can pass before a process is up, and it would measure nothing).
 """
 
 from __future__ import annotations
@@ -68,14 +72,29 @@ async def _client(
 
 
 async def run(
-    url: str, concurrency: int, duration: float, warmup: float, start_at: float, seed: int, topk: int, per_request: int
+    url: str,
+    concurrency: int,
+    duration: float,
+    warmup: float,
+    start_at: float | None,
+    seed: int,
+    topk: int,
+    per_request: int,
 ) -> dict:
+    """start_at: epoch seconds, 0 now, None: said by the driver on stdin once this process is ready."""
     queries = make_queries(2048, seed=seed)
     rng = random.Random(seed)
     bodies = [
         json.dumps({"queries": rng.sample(queries, per_request), "topk": topk, "return_scores": False}).encode()
         for _ in range(1024)
     ]
+    if start_at is None:
+        print("ready", flush=True)
+        line = sys.stdin.readline()
+        try:
+            start_at = float(line)
+        except ValueError:
+            raise SystemExit(f"retrieval_loadgen: expected the start time (epoch seconds) on stdin: {line!r}") from None
     connector = aiohttp.TCPConnector(limit=0, force_close=False)
     timeout = aiohttp.ClientTimeout(total=120)
     async with aiohttp.ClientSession(connector=connector, timeout=timeout) as session:
@@ -119,13 +138,21 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--concurrency", type=int, required=True, help="clients in this process")
     p.add_argument("--duration", type=float, default=10.0, help="measured seconds")
     p.add_argument("--warmup", type=float, default=2.0, help="seconds of load before measuring")
-    p.add_argument("--start-at", type=float, default=0.0, help="epoch seconds to start at (aligns processes)")
+    p.add_argument(
+        "--start-at",
+        default="0",
+        help="epoch seconds to start at (aligns processes); 0: now; stdin: print ready, then read it from stdin",
+    )
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--topk", type=int, default=3)
     p.add_argument("--queries-per-request", type=int, default=1)
     args = p.parse_args(argv)
     if args.concurrency < 1 or args.duration <= 0 or args.warmup < 0 or args.queries_per_request < 1:
         p.error("concurrency and queries-per-request must be >= 1, duration > 0 and warmup >= 0")
+    try:
+        start_at = None if args.start_at == "stdin" else float(args.start_at)
+    except ValueError:
+        p.error(f"--start-at {args.start_at!r}: give epoch seconds, 0 (now) or stdin")
     try:
         from uvloop import run as run_loop
     except ImportError:
@@ -136,7 +163,7 @@ def main(argv: list[str] | None = None) -> None:
             args.concurrency,
             args.duration,
             args.warmup,
-            args.start_at,
+            start_at,
             args.seed,
             args.topk,
             args.queries_per_request,

@@ -376,6 +376,9 @@ def test_embedded_run_trains_mr_search_for_real(embedded_run, port_answers):
         assert _metric(step, "rollout_corr/k3_kl") < 0.01
         assert _metric(step, "training/rollout_probs_diff_mean") < 0.01
     assert (run.run_dir / "checkpoints" / "latest_checkpointed_iteration.txt").read_text().strip() == "2"
+    # Hydra's record of the launch lies in the run folder, named as its metrics file is.
+    recorded = [path.parent.parent.name for path in (run.run_dir / "hydra").glob("*/.hydra/config.yaml")]
+    assert recorded == [path.stem for path in (run.run_dir / "metrics").glob("*.jsonl")], recorded
     assert not port_answers(port), "the retrieval service the script started must be stopped"
 
 

@@ -157,6 +157,18 @@ def test_the_cpu_engine_gets_its_environment_and_its_precision():
     assert "actor_rollout_ref.rollout.dtype=float32" in cmd  # CPU_DTYPE=auto on a CPU without native bf16
 
 
+def test_hydra_records_each_launch_in_the_run_folder_unless_told_otherwise():
+    """Hydra's run folder (its composed config, overrides, main_ppo.log) is the run's hydra/<launch>, named as the
+    launch's metrics file is, not outputs/<date>/<time> in the folder the script was started from."""
+    cmd, _, _ = _command(FakeHost(gpu=False), PRESET="embedded", DRY_RUN="1", LAUNCH="20261207-233000-42")
+    assert "hydra.run.dir=/runs/r/hydra/20261207-233000-42" in cmd
+    given = ("hydra.run.dir=/elsewhere",)
+    cmd, _, _ = _command(FakeHost(gpu=False), given, PRESET="embedded", DRY_RUN="1", LAUNCH="20261207-233000-42")
+    assert [arg for arg in cmd if arg.startswith("hydra.run.dir=")] == ["hydra.run.dir=/elsewhere"]
+    cmd, _, _ = _command(FakeHost(gpu=False), PRESET="embedded", DRY_RUN="1")
+    assert not any(arg.startswith("hydra.run.dir=") for arg in cmd), "no launch named: Hydra's default"
+
+
 def test_the_gpu_probe_takes_gpu_sh_s_cached_answer_and_counts_visible_devices():
     assert usable_gpu({"_MR_SEARCH_HAS_GPU": "1"}) and not usable_gpu({"_MR_SEARCH_HAS_GPU": "0"})
     assert visible_gpus({"CUDA_VISIBLE_DEVICES": "0,1,2"}) == 3
