@@ -6,7 +6,8 @@ ROLLOUT_ENGINE default/sglang/vllm/hf/cpu with and without a GPU, knobs, Hydra o
 overrides now come from its config group (``+engine=<engine>``, configs/engine/<engine>.yaml): expanded into the keys
 that file sets, every key ends with its old value and the other overrides are the old ones in the old order; and
 Hydra composes both commands into the same config. Keys an engine's group gained after the recording (``ADDED``) are
-the one difference allowed: the new command has them, the old one is compared with them set.
+a difference allowed: the new command has them, the old one is compared with them set. So is Hydra's run folder
+(``hydra.run.dir``, ``LAUNCHED``), given since the recording: one override, inside the run folder, nothing composed.
 """
 
 from __future__ import annotations
@@ -38,6 +39,10 @@ ADDED = {
     # SGLang's idle scheduler spins a core otherwise (configs/engine/sglang.yaml)
     "sglang": {"actor_rollout_ref.rollout.engine_kwargs.sglang.sleep_on_idle": True},
 }
+
+
+# Given since the recording: Hydra's record of a launch in its run folder (mr_search/ops/launch.py).
+LAUNCHED = "hydra.run.dir="
 
 
 def _leaves(node: object, prefix: str = "") -> list[tuple[str, object]]:
@@ -87,6 +92,13 @@ def _expanded(overrides: list[str]) -> list[tuple[str, object]]:
 def _assert_same_command(old: list[str], new: list[str]) -> None:
     old_head, old_overrides = _split(old)
     new_head, new_overrides = _split(new)
+    launched = [override for override in new_overrides if override.startswith(LAUNCHED)]
+    assert not any(override.startswith(LAUNCHED) for override in old_overrides)
+    run_dir = next(o for o in new_overrides if o.startswith("trainer.default_local_dir=")).split("=", 1)[1]
+    assert [override.split("=", 1)[1].rsplit("/", 1)[0] for override in launched] == [
+        run_dir.removesuffix("/checkpoints") + "/hydra"
+    ], launched
+    new_overrides = [override for override in new_overrides if not override.startswith(LAUNCHED)]
     assert new_head == old_head
     engines = [override[len(ENGINE) :] for override in new_overrides if override.startswith(ENGINE)]
     assert len(engines) == 1, new_overrides
