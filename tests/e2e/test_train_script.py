@@ -438,7 +438,8 @@ def test_an_engine_that_dies_in_a_weight_sync_ends_the_run_at_once_naming_the_ch
     assert run.returncode != 0, run.output[-6000:]
     struck = re.search(r"(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d) MR_SEARCH_FAULT=engine-kill@1: sending SIGKILL", run.output)
     assert struck, run.output[-6000:]
-    assert (ended - datetime.fromisoformat(struck.group(1))).total_seconds() < 120, "ended on the dead server"
+    # Well inside the sync's 600 s limit: teardown and the diagnosis on a busy 2-core box may take minutes.
+    assert (ended - datetime.fromisoformat(struck.group(1))).total_seconds() < 300, "ended on the dead server"
     checkpoint = run.run_dir / "checkpoints"
     assert (
         "rollout engine lost in the weight sync after step 1: it raised ActorDiedError: The actor died unexpectedly"

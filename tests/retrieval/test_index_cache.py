@@ -71,7 +71,8 @@ def test_two_launchers_on_one_cold_cache_both_serve(tmp_path: Path) -> None:
     corpus = write_corpus(tmp_path / "corpus.jsonl", _texts(400))
     procs, logs, urls = [], [], []
     for i in range(2):
-        port = free_port()
+        while (port := free_port()) in {int(url.rsplit(":", 1)[1]) for url in urls}:
+            pass  # the kernel's random pick met the first one's: the two services must not meet on one port
         log = tmp_path / f"launch{i}.log"
         env = {
             **os.environ,

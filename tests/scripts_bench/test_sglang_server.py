@@ -40,7 +40,9 @@ def test_a_spinning_grandchild_is_counted_and_a_sleeping_one_is_not() -> None:
     spinning = _measured("while True: pass")
     sleeping = _measured("import time; time.sleep(30)")
     assert len(spinning) == 3 and len(sleeping) == 3, "the root, its child and its grandchild"
-    assert max(spinning.values()) > 50.0, spinning  # one core's worth, less what the shared CI box takes
+    # One core's worth alone; on the 2-core CI box beside a training run its share can fall well below half a core,
+    # still far above a sleeping tree's (whose grandchild's start-up may fall inside the window).
+    assert max(spinning.values()) > 20.0, spinning
     assert sum(sleeping.values()) < 10.0, sleeping
 
 
