@@ -13,6 +13,7 @@ from aiohttp import web
 from mr_search.agent.retrieval_client import RetrievalClient, RetrievalError, RetrieverConfig, shared_client
 
 DOC = {"document": {"id": "7", "contents": '"Paris"\nParis is the capital of France.'}, "score": 0.9}
+SLOW_S = 4.0  # the slow fault's delay
 
 
 class FaultServer:
@@ -38,7 +39,7 @@ class FaultServer:
         if action == "wrong_shape":
             return web.json_response({"result": "nope"})
         if action == "slow":
-            await asyncio.sleep(2.0)
+            await asyncio.sleep(SLOW_S)
         return web.json_response({"result": [[DOC] * body["topk"] for _ in body["queries"]]})
 
 
@@ -63,13 +64,19 @@ def _free_port() -> int:
         return sock.getsockname()[1]
 
 
+def _timeout(fault: str) -> dict[str, float]:
+    """The slow fault's cases time out at a quarter of its delay; the others keep _client's."""
+    return {"timeout_s": SLOW_S / 4} if fault == "slow" else {}
+
+
 def _client(url: str, sleeps: list[float] | None = None, **overrides: Any) -> RetrievalClient:
     waits = sleeps if sleeps is not None else []
 
     async def fake_sleep(seconds: float) -> None:
         waits.append(seconds)
 
-    settings = {"url": url, "timeout_s": 0.5, "max_retries": 2, "backoff_s": 0.01, "backoff_max_s": 0.05}
+    # A reply the loaded CI box is slow to give must not count as a timeout: 10 s, but for the slow fault's cases.
+    settings = {"url": url, "timeout_s": 10.0, "max_retries": 2, "backoff_s": 0.01, "backoff_max_s": 0.05}
     settings.update(overrides)
     return RetrievalClient(RetrieverConfig(**settings), sleep=fake_sleep)
 
@@ -87,7 +94,7 @@ async def test_success_sends_the_standard_request(server: FaultServer) -> None:
 async def test_transient_faults_are_retried(server: FaultServer, fault: str) -> None:
     server.script = [fault]
     sleeps: list[float] = []
-    client = _client(server.url, sleeps)
+    client = _client(server.url, sleeps, **_timeout(fault))
     outcome = await client.search("q", topk=2)
     await client.close()
     assert not outcome.failed, outcome.error
@@ -99,7 +106,7 @@ async def test_transient_faults_are_retried(server: FaultServer, fault: str) -> 
 @pytest.mark.parametrize("fault", ["500", "429", "garbage", "slow"])
 async def test_persistent_faults_give_a_failed_outcome_and_count(server: FaultServer, fault: str) -> None:
     server.script = [fault] * 3
-    client = _client(server.url)
+    client = _client(server.url, **_timeout(fault))
     outcome = await client.search("q", topk=3)
     await client.close()
     assert outcome.failed and outcome.documents == []
